@@ -1,0 +1,18 @@
+# stretch_layer(NAME DEPS...): a static library from src/NAME/*.cpp (an INTERFACE library
+# while a layer has no sources yet), public include root src/, linking only the named layers.
+function(stretch_layer name)
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/*.cpp)
+  set(deps)
+  foreach(d ${ARGN})
+    list(APPEND deps stretch_${d})
+  endforeach()
+  if(srcs)
+    add_library(stretch_${name} STATIC ${srcs})
+    target_include_directories(stretch_${name} PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_BINARY_DIR}/generated)
+    target_link_libraries(stretch_${name} PUBLIC ${deps} OpenMP::OpenMP_CXX)
+  else()
+    add_library(stretch_${name} INTERFACE)
+    target_include_directories(stretch_${name} INTERFACE ${CMAKE_SOURCE_DIR}/src ${CMAKE_BINARY_DIR}/generated)
+    target_link_libraries(stretch_${name} INTERFACE ${deps} OpenMP::OpenMP_CXX)
+  endif()
+endfunction()

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs every Debian package stretch's build, tests and benchmarks need.
+# Idempotent: when everything is present it only runs dpkg-query and exits.
+# Usage: scripts/setup.sh            (as root, or with sudo available)
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libdnnl-dev                 # GEMM (fp32 sgemm, bf16 matmul primitive)
+  libcli11-dev                # command-line flags
+  nlohmann-json3-dev          # JSON (configs, logs, checkpoint metadata)
+  libgtest-dev libgmock-dev   # unit tests
+  libbenchmark-dev            # micro-benchmarks
+  libopenmpi-dev openmpi-bin  # data parallelism (optional at build time)
+  python3 python3-numpy python3-torch python3-venv  # parity oracle (Debian's torch 1.13)
+  gnuplot-nox                 # extrapolation plot (PNG + SVG)
+  wget ca-certificates        # data script
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all ${#PACKAGES[@]} packages present"
+fi
+
+# Python's safetensors is not packaged for Debian 12: a venv on top of Debian's python3
+# (so it sees python3-torch) gets it from PyPI. Used by tests/parity only.
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${STRETCH_PYENV:-$here/build/pyenv}"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import safetensors, torch" 2>/dev/null; then
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check safetensors || \
+    echo "setup: warning: could not install safetensors from PyPI; parity tests will read checkpoints with the fallback reader"
+fi
+echo "setup: python oracle at $venv/bin/python"

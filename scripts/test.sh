@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The README's test command: set up, build, and run every test registered with CTest.
+#   scripts/test.sh              Release build in build/, full suite (short forms of long checks)
+#   scripts/test.sh --sanitize   address+undefined sanitizer build in build-asan/, unit tests
+#   STRETCH_LONG=1 scripts/test.sh   also run the long forms (e.g. T = 16,384 attention)
+# Data is read from ../shared/data (override with STRETCH_DATA_DIR).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+bash scripts/setup.sh
+
+jobs="$(nproc)"
+if [ "${1:-}" = "--sanitize" ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRETCH_SANITIZE=ON \
+        -DSTRETCH_BUILD_BENCH=OFF ${STRETCH_DATA_DIR:+-DSTRETCH_DATA_DIR=$STRETCH_DATA_DIR} >/dev/null
+  cmake --build build-asan -j "$jobs"
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE "parity|slow"
+  exit 0
+fi
+
+cmake -S . -B build -G Ninja ${STRETCH_DATA_DIR:+-DSTRETCH_DATA_DIR=$STRETCH_DATA_DIR} >/dev/null
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs"

@@ -1,0 +1,42 @@
+#include "cli/command.h"
+
+#include <iostream>
+#include <memory>
+
+#include "core/log.h"
+#include "core/threads.h"
+
+namespace stretch::cli {
+
+void add_common_options(CLI::App& sub, CommonOptions& opts) {
+  sub.add_option("--threads", opts.threads,
+                 "threads for OpenMP kernels and GEMM (0: OMP_NUM_THREADS, else all cores)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+void apply_common_options(const CommonOptions& opts) { set_num_threads(opts.threads); }
+
+void add_not_built(CLI::App& sub, Runner& run, const std::string& what) {
+  sub.allow_extras();
+  std::string name = sub.get_name();
+  run = [name, what] {
+    std::cerr << "stretch " << name << ": not built yet (" << what << ")\n";
+    return 2;
+  };
+}
+
+void add_ignored_flag(CLI::App& sub, const std::string& name, const std::string& why, bool takes_value) {
+  auto store = std::make_shared<std::string>();
+  std::string n = name;
+  if (takes_value) {
+    sub.add_option(name, *store, "accepted for fairseq compatibility: " + why)
+        ->group("fairseq compatibility")
+        ->each([n, why, store](const std::string&) { log_once(LogLevel::Warning, n + " has no effect in stretch: " + why); });
+  } else {
+    sub.add_flag_callback(name, [n, why] { log_once(LogLevel::Warning, n + " has no effect in stretch: " + why); },
+                          "accepted for fairseq compatibility: " + why)
+        ->group("fairseq compatibility");
+  }
+}
+
+}  // namespace stretch::cli

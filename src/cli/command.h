@@ -1,0 +1,35 @@
+// cli/command.h — how a subcommand plugs into the `stretch` binary.
+// Contract: each subcommand lives in cmd_<name>.cpp and defines add_<name>(): it declares its
+// flags on `sub` (fairseq names; CLI11 rejects unknown flags with the flag's name) and sets
+// `run` to the function that executes it. main.cpp lists the subcommands; nothing else does.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace stretch::cli {
+
+using Runner = std::function<int()>;
+
+void add_preprocess(CLI::App& sub, Runner& run);
+void add_train(CLI::App& sub, Runner& run);
+void add_eval_lm(CLI::App& sub, Runner& run);
+void add_sweep(CLI::App& sub, Runner& run);
+void add_generate(CLI::App& sub, Runner& run);
+void add_info(CLI::App& sub, Runner& run);
+
+// Options every subcommand shares: --threads (0 = OMP_NUM_THREADS or all cores).
+struct CommonOptions {
+  int threads = 0;
+};
+void add_common_options(CLI::App& sub, CommonOptions& opts);
+void apply_common_options(const CommonOptions& opts);
+
+// A subcommand that is declared but not built yet: it accepts anything, says so, exits 2.
+void add_not_built(CLI::App& sub, Runner& run, const std::string& what);
+
+// fairseq flags that have no meaning in stretch: accepted (with a value if they take one) and
+// reported once when given, so fairseq commands run unchanged.
+void add_ignored_flag(CLI::App& sub, const std::string& name, const std::string& why, bool takes_value);
+
+}  // namespace stretch::cli

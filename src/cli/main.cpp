@@ -1,0 +1,58 @@
+// cli/main.cpp — the `stretch` binary: one program, fairseq-style subcommands.
+// Exit codes: 0 success, 1 runtime error (bad file, NaN loss, ...), 2 usage error.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <utility>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "stretch/version.h"
+
+int main(int argc, char** argv) {
+  using namespace stretch::cli;
+  CLI::App app{"stretch: train short, test long. Transformer language models with ALiBi and the "
+               "baselines it is judged against, with fairseq's flags and file formats."};
+  app.set_version_flag("--version", std::string("stretch ") + STRETCH_VERSION + "\n");
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  struct Entry {
+    const char* name;
+    const char* help;
+    void (*add)(CLI::App&, Runner&);
+  };
+  const Entry entries[] = {
+      {"preprocess", "text to a fairseq dictionary and binarized splits", add_preprocess},
+      {"train", "train a language model", add_train},
+      {"eval-lm", "perplexity / bits per byte at any length", add_eval_lm},
+      {"sweep", "train-short-test-long extrapolation table and plot", add_sweep},
+      {"generate", "sample from a model with a KV cache", add_generate},
+      {"info", "describe a checkpoint, data directory or this build", add_info},
+  };
+  std::vector<std::pair<CLI::App*, Runner>> commands;
+  commands.reserve(std::size(entries));
+  for (const auto& e : entries) {
+    CLI::App* sub = app.add_subcommand(e.name, e.help);
+    commands.emplace_back(sub, Runner{});
+    e.add(*sub, commands.back().second);
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    for (auto& [sub, run] : commands)
+      if (sub->parsed()) return run ? run() : 2;
+    return 2;
+  } catch (const stretch::Error& e) {
+    std::cerr << "stretch: error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "stretch: error: " << e.what() << "\n";
+    return 1;
+  }
+}

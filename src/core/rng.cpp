@@ -1,0 +1,50 @@
+#include "core/rng.h"
+
+#include <cmath>
+
+namespace stretch {
+
+std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
+  constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
+  constexpr uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+  uint32_t c0 = static_cast<uint32_t>(counter_lo), c1 = static_cast<uint32_t>(counter_lo >> 32);
+  uint32_t c2 = static_cast<uint32_t>(counter_hi), c3 = static_cast<uint32_t>(counter_hi >> 32);
+  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = static_cast<uint64_t>(M0) * c0;
+    uint64_t p1 = static_cast<uint64_t>(M1) * c2;
+    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n1 = static_cast<uint32_t>(p1);
+    uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    uint32_t n3 = static_cast<uint32_t>(p0);
+    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    k0 += W0; k1 += W1;
+  }
+  return {c0, c1, c2, c3};
+}
+
+uint32_t Rng::next_u32() {
+  uint64_t block = offset_ >> 2;
+  auto r = philox4x32(seed_, stream_, block);
+  uint32_t v = r[offset_ & 3];
+  ++offset_;
+  return v;
+}
+
+float Rng::normal(float mean, float std) {
+  // Box-Muller on two uniforms in (0, 1].
+  float u1 = 1.0f - uniform();
+  float u2 = uniform();
+  float r = std::sqrt(-2.0f * std::log(u1));
+  return mean + std * r * std::cos(6.283185307179586f * u2);
+}
+
+uint64_t Rng::below(uint64_t n) {
+  if (n <= 1) return 0;
+  uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  uint64_t x;
+  do { x = next_u64(); } while (x >= limit);
+  return x % n;
+}
+
+}  // namespace stretch
