@@ -1,0 +1,37 @@
+// ops/cross_entropy.h — fused log-softmax + negative log-likelihood over the vocabulary, with
+// an ignore index (fairseq's pad = 1) and sum or mean reduction. Forward keeps the per-row
+// log-sum-exp; backward writes softmax − onehot without storing probabilities.
+#pragma once
+#include <cstdint>
+
+namespace stretch::ops {
+
+enum class Reduction : uint8_t { Sum, Mean };
+
+struct CrossEntropyDims {
+  int64_t n = 0;  // rows: B·T
+  int64_t v = 0;  // V
+  int32_t ignore_index = -100;
+  Reduction reduction = Reduction::Sum;
+};
+
+struct CrossEntropyResult {
+  double loss = 0;      // reduced NLL in nats (sum, or sum / count)
+  int64_t count = 0;    // rows whose target != ignore_index
+};
+
+// losses [N] (nats, 0 for ignored rows; may be null), lse [N] saved for backward.
+CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
+                                         const CrossEntropyDims& d);
+// dlogits [N, V] += dloss · (softmax(logits) − onehot(target)) / (count if Mean); ignored rows get 0.
+void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                            float dloss, int64_t count, const CrossEntropyDims& d);
+
+namespace ref {
+CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
+                                         const CrossEntropyDims& d);
+void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                            float dloss, int64_t count, const CrossEntropyDims& d);
+}  // namespace ref
+
+}  // namespace stretch::ops

@@ -1,0 +1,27 @@
+// ops/linear.h — y = x·Wᵀ + b (PyTorch nn.Linear), the model's matrix products.
+// Gradient contract (llm.c's rule): *_backward ACCUMULATES (+=) into dinp, dweight and dbias,
+// so tied weights and --update-freq work by construction. Any gradient pointer may be null.
+#pragma once
+#include <cstdint>
+
+namespace stretch::ops {
+
+struct LinearDims {
+  int64_t n = 0;             // rows: B·T
+  int64_t in_features = 0;   // I
+  int64_t out_features = 0;  // O
+};
+
+// out [N, O] = inp [N, I] · weight [O, I]ᵀ + bias [O] (bias may be null)
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d);
+// dinp [N, I] += dout · W;  dweight [O, I] += doutᵀ · inp;  dbias [O] += Σ_n dout
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, const LinearDims& d);
+
+namespace ref {
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d);
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, const LinearDims& d);
+}  // namespace ref
+
+}  // namespace stretch::ops
