@@ -1,6 +1,114 @@
-// cli/cmd_train.cpp — `stretch train`: placeholder until issue 5: training lands.
+// cli/cmd_train.cpp — `stretch train DATA [fairseq flags]`: flags -> train::TrainConfig ->
+// train::run_training(). Model flags given on the command line override the --arch preset,
+// as fairseq's architecture functions fill only what is still unset.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
+#include "cli/config_file.h"
+#include "cli/model_flags.h"
+#include "train/trainer.h"
 
 namespace stretch::cli {
-void add_train(CLI::App& sub, Runner& run) { add_not_built(sub, run, "issue 5: training"); }
+
+void add_train(CLI::App& sub, Runner& run) {
+  auto cfg = std::make_shared<train::TrainConfig>();
+  auto common = std::make_shared<CommonOptions>();
+  auto model = std::make_shared<ModelFlags>();
+  auto log_format = std::make_shared<std::string>("simple");
+  auto dump_config = std::make_shared<bool>(false);
+  auto& c = *cfg;
+  auto& o = cfg->optim;
+
+  enable_json_config(sub);
+  add_common_options(sub, *common);
+  sub.add_option("data", c.data, "data-bin directory made by `stretch preprocess` or fairseq-preprocess")->required();
+  sub.add_option("--data", c.data, "same as the positional DATA (fairseq's examples use it)");
+  sub.add_option("--task", c.task, "language_modeling (truncated_bptt_lm comes with Transformer-XL)")
+      ->check(CLI::IsMember({"language_modeling"}));
+  sub.add_option("--tokens-per-sample", c.tokens_per_sample, "block length L (training length)")->capture_default_str();
+  sub.add_option("--sample-break-mode", c.sample_break_mode, "none | eos | complete")
+      ->check(CLI::IsMember({"none", "eos", "complete"}))->capture_default_str();
+  sub.add_option("--max-tokens", c.max_tokens, "max tokens per batch (per process)");
+  sub.add_option("--batch-size,--max-sentences", c.batch_size, "max blocks per batch");
+  sub.add_option("--required-batch-size-multiple", c.required_batch_size_multiple)->capture_default_str();
+  sub.add_option("--max-tokens-valid", c.max_tokens_valid);
+  sub.add_option("--batch-size-valid", c.batch_size_valid);
+  sub.add_option("--update-freq", c.update_freq, "accumulate gradients over N batches per update")->capture_default_str();
+  sub.add_option("--max-update", c.max_update, "stop after N updates (0: no limit)");
+  sub.add_option("--max-epoch", c.max_epoch, "stop after N epochs (0: no limit)");
+  sub.add_option("--seed", c.seed)->capture_default_str();
+  sub.add_option("--valid-subset", c.valid_subset)->capture_default_str();
+  sub.add_option("--validate-interval", c.validate_interval, "validate every N epochs")->capture_default_str();
+  sub.add_option("--validate-interval-updates", c.validate_interval_updates, "validate every N updates");
+  sub.add_flag("--disable-validation", c.disable_validation);
+  sub.add_flag("--skip-invalid-size-inputs-valid-test", c.skip_invalid_size_inputs_valid_test);
+  sub.add_option("--save-dir", c.save_dir)->capture_default_str();
+  sub.add_flag("--no-save", c.no_save);
+  sub.add_flag("--no-epoch-checkpoints", c.no_epoch_checkpoints);
+  sub.add_option("--save-interval", c.save_interval)->capture_default_str();
+  sub.add_option("--save-interval-updates", c.save_interval_updates);
+  sub.add_option("--keep-last-epochs", c.keep_last_epochs);
+  sub.add_option("--keep-interval-updates", c.keep_interval_updates);
+  sub.add_option("--restore-file", c.restore_file)->capture_default_str();
+  sub.add_flag("--reset-optimizer", c.reset_optimizer);
+  sub.add_option("--log-format", *log_format, "json | simple | none")->check(CLI::IsMember({"json", "simple", "none", "tqdm"}));
+  sub.add_option("--log-interval", c.log_interval)->capture_default_str();
+  sub.add_flag("--no-progress-bar", c.no_progress_bar);
+  sub.add_option("--max-consecutive-nan", c.max_consecutive_nan,
+                 "stop after this many non-finite losses in a row (each update is skipped with a warning)")
+      ->capture_default_str();
+  sub.add_flag("--dump-config", *dump_config, "print the effective configuration as JSON and exit");
+
+  // Optimization
+  sub.add_option("--optimizer", o.optimizer)
+      ->check(CLI::IsMember({"nag", "adam", "adamw", "sgd", "adagrad", "adagrad_with_grad_clip"}))->capture_default_str();
+  sub.add_option("--lr", o.lr, "learning rate (fairseq accepts a list; the first value is used)")
+      ->expected(1, -1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  sub.add_option("--momentum", o.momentum)->capture_default_str();
+  sub.add_option("--weight-decay,--wd", o.weight_decay)->capture_default_str();
+  sub.add_option("--adam-betas", o.adam_betas)->capture_default_str();
+  sub.add_option("--adam-eps", o.adam_eps)->capture_default_str();
+  sub.add_option("--adagrad-clip", o.adagrad_clip);
+  sub.add_option("--lr-scheduler", o.lr_scheduler)
+      ->check(CLI::IsMember({"fixed", "inverse_sqrt", "cosine", "polynomial_decay"}))->capture_default_str();
+  sub.add_option("--warmup-updates", o.warmup_updates);
+  sub.add_option("--warmup-init-lr", o.warmup_init_lr);
+  sub.add_option("--min-lr", o.min_lr);
+  sub.add_option("--max-lr", o.max_lr);
+  sub.add_option("--lr-period-updates", o.lr_period_updates);
+  sub.add_option("--t-mult", o.t_mult);
+  sub.add_option("--lr-shrink", o.lr_shrink);
+  sub.add_option("--end-learning-rate", o.end_learning_rate);
+  sub.add_option("--power", o.power);
+  sub.add_option("--total-num-update", o.total_num_update);
+  sub.add_option("--force-anneal", o.force_anneal);
+  sub.add_option("--stop-min-lr", o.stop_min_lr);
+  sub.add_option("--clip-norm", o.clip_norm, "clip the global gradient norm (0: off)");
+
+  add_model_flags(sub, *model);
+
+  // fairseq flags with no meaning on a CPU build (accepted, reported once).
+  add_ignored_flag(sub, "--ddp-backend", "stretch averages gradients over MPI itself", true);
+  add_ignored_flag(sub, "--fp16-no-flatten-grads", "gradients are never flattened", false);
+  add_ignored_flag(sub, "--num-workers", "data loading is memory-mapped in-process", true);
+  add_ignored_flag(sub, "--distributed-world-size", "the world size comes from mpirun", true);
+  add_ignored_flag(sub, "--user-dir", "every model is built in", true);
+  add_ignored_flag(sub, "--save-interval-updates-ignored", "", false);
+
+  run = [cfg, common, model, log_format, dump_config] {
+    apply_common_options(*common);
+    auto& c = *cfg;
+    c.log_format = *log_format == "json" ? train::LogFormat::Json
+                   : *log_format == "none" ? train::LogFormat::None : train::LogFormat::Simple;
+    c.model = model->resolve(c.tokens_per_sample);
+    c.model.tokens_per_sample = c.tokens_per_sample;
+    if (*dump_config) {
+      std::cout << c.to_json().dump(2) << "\n";
+      return 0;
+    }
+    return train::run_training(c);
+  };
+}
+
 }  // namespace stretch::cli

@@ -1,0 +1,174 @@
+#include "autograd/functions.h"
+
+#include "autograd/tape.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+
+namespace stretch::autograd {
+namespace {
+
+Shape with_last(const Shape& s, int64_t last) {
+  std::vector<int64_t> d = s.dims();
+  d.back() = last;
+  return Shape(d);
+}
+
+}  // namespace
+
+Var linear(const Var& x, const Var& w, const Var& b) {
+  const int64_t in = w.shape()[1], outf = w.shape()[0];
+  STRETCH_CHECK(x.shape()[-1] == in, "linear: input " << x.shape().str() << " vs weight " << w.shape().str());
+  ops::LinearDims d{.n = x.numel() / in, .in_features = in, .out_features = outf};
+  Var y(Tensor::empty(with_last(x.shape(), outf)));
+  ops::linear_forward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, d);
+  if (needs_grad({&x, &w, &b})) {
+    tape().push([x, w, b, y, d] {
+      ops::linear_backward(x.requires_grad() ? x.grad_data() : nullptr, w.requires_grad() ? w.grad_data() : nullptr,
+                           b.defined() && b.requires_grad() ? b.grad_data() : nullptr, y.grad_data(), x.data(),
+                           w.data(), d);
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var layer_norm(const Var& x, const Var& w, const Var& b, float eps) {
+  const int64_t c = x.shape()[-1];
+  ops::LayerNormDims d{.n = x.numel() / c, .c = c, .eps = eps};
+  Var y(Tensor::empty(x.shape()));
+  Tensor mean = Tensor::empty({d.n}), rstd = Tensor::empty({d.n});
+  ops::layernorm_forward(y.data(), mean.f32(), rstd.f32(), x.data(), w.data(), b.data(), d);
+  if (needs_grad({&x, &w, &b})) {
+    tape().push([x, w, b, y, d, mean, rstd] {
+      ops::layernorm_backward(x.requires_grad() ? x.grad_data() : nullptr, w.requires_grad() ? w.grad_data() : nullptr,
+                              b.requires_grad() ? b.grad_data() : nullptr, y.grad_data(), x.data(), w.data(),
+                              mean.f32(), rstd.f32(), d);
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var activation(const Var& x, ops::Activation act) {
+  Var y(Tensor::empty(x.shape()));
+  ops::activation_forward(y.data(), x.data(), x.numel(), act);
+  if (needs_grad({&x})) {
+    tape().push([x, y, act] {
+      ops::activation_backward(x.grad_data(), y.grad_data(), x.data(), x.numel(), act);
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var add(const Var& a, const Var& b) {
+  STRETCH_CHECK(a.shape() == b.shape(), "add: " << a.shape().str() << " vs " << b.shape().str());
+  Var y(Tensor::empty(a.shape()));
+  ops::add_forward(y.data(), a.data(), b.data(), a.numel());
+  if (needs_grad({&a, &b})) {
+    tape().push([a, b, y] {
+      const float* g = y.grad_data();
+      if (a.requires_grad()) ops::axpy(a.grad_data(), g, 1.0f, a.numel());
+      if (b.requires_grad()) ops::axpy(b.grad_data(), g, 1.0f, b.numel());
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var scale(const Var& x, float alpha) {
+  Var y(Tensor::empty(x.shape()));
+  ops::scale_forward(y.data(), x.data(), alpha, x.numel());
+  if (needs_grad({&x})) {
+    tape().push([x, y, alpha] {
+      ops::axpy(x.grad_data(), y.grad_data(), alpha, x.numel());
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var dropout(const Var& x, const ops::DropoutParams& p) {
+  if (p.p <= 0.f) return x;
+  Var y(Tensor::empty(x.shape()));
+  ops::dropout_forward(y.data(), x.data(), x.numel(), p);
+  if (needs_grad({&x})) {
+    tape().push([x, y, p] {
+      ops::dropout_backward(x.grad_data(), y.grad_data(), x.numel(), p);
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var embedding(const Tensor& ids, const Var& table, float scale) {
+  const int64_t c = table.shape()[1];
+  ops::EmbeddingDims d{.n = ids.numel(), .v = table.shape()[0], .c = c};
+  std::vector<int64_t> dims = ids.shape().dims();
+  dims.push_back(c);
+  Var y(Tensor::empty(Shape(dims)));
+  ops::embedding_forward(y.data(), ids.i32(), table.data(), scale, d);
+  if (needs_grad({&table})) {
+    tape().push([ids, table, y, scale, d] {
+      ops::embedding_backward(table.grad_data(), y.grad_data(), ids.i32(), scale, d);
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var split_heads(const Var& x, int64_t heads) {
+  const Shape& s = x.shape();  // [B, T, H·D]
+  STRETCH_CHECK(s.rank() == 3 && s[2] % heads == 0, "split_heads: " << s.str() << " into " << heads << " heads");
+  ops::HeadDims d{.b = s[0], .t = s[1], .h = heads, .d = s[2] / heads};
+  Var y(Tensor::empty({d.b, d.h, d.t, d.d}));
+  ops::split_heads(y.data(), x.data(), d);
+  if (needs_grad({&x})) {
+    tape().push([x, y, d] {
+      Tensor tmp = Tensor::empty(x.shape());
+      ops::merge_heads(tmp.f32(), y.grad_data(), d);
+      ops::axpy(x.grad_data(), tmp.f32(), 1.0f, x.numel());
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var merge_heads(const Var& x) {
+  const Shape& s = x.shape();  // [B, H, T, D]
+  STRETCH_CHECK(s.rank() == 4, "merge_heads: " << s.str());
+  ops::HeadDims d{.b = s[0], .t = s[2], .h = s[1], .d = s[3]};
+  Var y(Tensor::empty({d.b, d.t, d.h * d.d}));
+  ops::merge_heads(y.data(), x.data(), d);
+  if (needs_grad({&x})) {
+    tape().push([x, y, d] {
+      Tensor tmp = Tensor::empty(x.shape());
+      ops::split_heads(tmp.f32(), y.grad_data(), d);
+      ops::axpy(x.grad_data(), tmp.f32(), 1.0f, x.numel());
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var cross_entropy(const Var& logits, const Tensor& targets, int32_t ignore_index, ops::Reduction reduction,
+                  int64_t* count) {
+  const int64_t v = logits.shape()[-1];
+  ops::CrossEntropyDims d{.n = logits.numel() / v, .v = v, .ignore_index = ignore_index, .reduction = reduction};
+  STRETCH_CHECK(targets.numel() == d.n, "cross_entropy: " << targets.numel() << " targets for " << d.n << " rows");
+  Tensor lse = Tensor::empty({d.n});
+  ops::CrossEntropyResult r = ops::cross_entropy_forward(nullptr, lse.f32(), logits.data(), targets.i32(), d);
+  if (count) *count = r.count;
+  Var loss(Tensor::full({1}, static_cast<float>(r.loss)));
+  if (needs_grad({&logits})) {
+    tape().push([logits, targets, lse, loss, d, r] {
+      ops::cross_entropy_backward(logits.grad_data(), logits.data(), lse.f32(), targets.i32(), loss.grad_data()[0],
+                                  r.count, d);
+    });
+  }
+  return loss;
+}
+
+}  // namespace stretch::autograd

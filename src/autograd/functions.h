@@ -1,0 +1,40 @@
+// autograd/functions.h — differentiable functions over Vars, one per coarse op.
+// Contract: each function computes its forward with the ops layer's fast path and, when an
+// input requires a gradient and grad mode is on, records a closure that calls the op's
+// backward (which accumulates into the inputs' .grad()). Leading dimensions are flattened:
+// a [B, T, C] input to linear is treated as [B·T, C].
+#pragma once
+#include <cstdint>
+
+#include "autograd/var.h"
+#include "ops/activation.h"
+#include "ops/cross_entropy.h"
+#include "ops/dropout.h"
+
+namespace stretch::autograd {
+
+// y [.., O] = x [.., I] · w [O, I]ᵀ + b [O]   (b may be undefined)
+Var linear(const Var& x, const Var& w, const Var& b);
+// y [.., C] = LayerNorm(x [.., C]) · w [C] + b [C]
+Var layer_norm(const Var& x, const Var& w, const Var& b, float eps = 1e-5f);
+Var activation(const Var& x, ops::Activation act);
+// a + b, same shape (residual connections, position embeddings)
+Var add(const Var& a, const Var& b);
+// alpha · x
+Var scale(const Var& x, float alpha);
+// Inverted dropout; identity (no copy) when p == 0 or grad mode is off... only p matters:
+// the caller passes p = 0 in evaluation.
+Var dropout(const Var& x, const ops::DropoutParams& p);
+// out [N, C] = scale · table [V, C] [ids [N]]  (ids: an I32 tensor of any shape; out gets ids' shape + [C])
+Var embedding(const Tensor& ids, const Var& table, float scale = 1.0f);
+// Rows of a table by position index, e.g. learned positions: same as embedding.
+// [B, T, H·D] -> [B, H, T, D] and back
+Var split_heads(const Var& x, int64_t heads);
+Var merge_heads(const Var& x);
+// Scalar NLL (nats): sum or mean over rows whose target != ignore_index.
+// logits [N, V] (or [B, T, V]), targets I32 with N elements. The count of scored rows is
+// written to *count when given.
+Var cross_entropy(const Var& logits, const Tensor& targets, int32_t ignore_index, ops::Reduction reduction,
+                  int64_t* count = nullptr);
+
+}  // namespace stretch::autograd

@@ -1,0 +1,58 @@
+// models/transformer_lm_config.h — the typed configuration of the transformer_lm family.
+// Contract: field names follow fairseq's argument names, and to_json()/from_json() use exactly
+// those names (decoder_layers, decoder_embed_dim, ...), so a checkpoint's config reads like a
+// fairseq one and --model-overrides keys apply by name. Unknown keys are an error.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "ops/activation.h"
+
+namespace stretch::models {
+
+enum class PosMethod : uint8_t { Alibi, Sinusoidal, Learned, Rope, T5, None };
+const char* pos_method_name(PosMethod p);
+PosMethod parse_pos_method(const std::string& s);  // throws a usage error naming the value
+
+struct TransformerLMConfig {
+  std::string arch = "transformer_lm";
+  int64_t vocab_size = 0;                  // V (dictionary size, padded to a multiple of 8)
+  int64_t decoder_layers = 6;              // L
+  int64_t decoder_embed_dim = 512;         // C
+  int64_t decoder_ffn_embed_dim = 2048;    // F
+  int64_t decoder_attention_heads = 8;     // H
+  bool decoder_normalize_before = true;    // pre-norm (fairseq's base_lm forces it)
+  bool no_decoder_final_norm = false;      // final LayerNorm after the last pre-norm block
+  bool share_decoder_input_output_embed = false;
+  bool no_scale_embedding = false;         // embed_scale = sqrt(C) unless set
+  ops::Activation activation_fn = ops::Activation::Relu;
+  PosMethod pos = PosMethod::Alibi;
+  int64_t tokens_per_sample = 512;         // training block length L_train
+  int64_t max_target_positions = 512;      // learned-position table size (+2 rows)
+  float dropout = 0.1f;
+  float attention_dropout = 0.0f;
+  float activation_dropout = 0.0f;
+  int32_t padding_idx = 1;
+  int64_t t5_num_buckets = 32;
+  int64_t t5_max_distance = 128;
+  float rope_base = 10000.0f;
+  // Evaluation-time ALiBi options (not part of the trained weights).
+  float alibi_slope_scale = 1.0f;          // position interpolation: slopes · L_train / L_eval
+  int64_t attention_window = 0;            // keys visible iff i − j < W (0: unlimited)
+
+  int64_t head_dim() const { return decoder_embed_dim / decoder_attention_heads; }
+  bool has_final_norm() const { return decoder_normalize_before && !no_decoder_final_norm; }
+  void validate() const;  // usage errors for impossible combinations
+  nlohmann::json to_json() const;
+  static TransformerLMConfig from_json(const nlohmann::json& j);
+  // Apply --model-overrides (keys by fairseq name; unknown keys that fairseq would accept
+  // but that mean nothing here, like max_tokens, are accepted and ignored).
+  void apply_overrides(const nlohmann::json& overrides);
+};
+
+// Presets by --arch name: transformer_lm, transformer_lm_wiki103, transformer_lm_small
+// (4 layers, 256, 4 heads, 1024), transformer_lm_tiny (2 layers, 128, 4 heads, 512).
+TransformerLMConfig preset(const std::string& arch);
+bool is_preset(const std::string& arch);
+
+}  // namespace stretch::models

@@ -1,0 +1,56 @@
+#include "nn/parameters.h"
+
+#include <cmath>
+
+namespace stretch::nn {
+
+Var ParameterList::add(const std::string& name, Shape shape) {
+  STRETCH_CHECK(!contains(name), "parameter " << name << " registered twice");
+  Var v(Tensor::zeros(std::move(shape)), true);
+  items_.emplace_back(name, v);
+  return v;
+}
+
+const Var& ParameterList::get(const std::string& name) const {
+  for (const auto& [n, v] : items_)
+    if (n == name) return v;
+  fail_internal(__FILE__, __LINE__, "no parameter named " + name);
+}
+
+bool ParameterList::contains(const std::string& name) const {
+  for (const auto& [n, v] : items_)
+    if (n == name) return true;
+  return false;
+}
+
+int64_t ParameterList::numel() const {
+  int64_t n = 0;
+  for (const auto& [name, v] : items_) n += v.numel();
+  return n;
+}
+
+void ParameterList::zero_grad() const {
+  for (const auto& [name, v] : items_) v.zero_grad();
+}
+
+void init_xavier_uniform(Var& w, float gain, Rng& rng) {
+  const int64_t fan_out = w.shape()[0], fan_in = w.numel() / fan_out;
+  const float bound = gain * std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
+  float* p = w.data();
+  for (int64_t i = 0; i < w.numel(); ++i) p[i] = rng.uniform(-bound, bound);
+}
+
+void init_uniform_fan_in(Var& v, int64_t fan_in, Rng& rng) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
+  float* p = v.data();
+  for (int64_t i = 0; i < v.numel(); ++i) p[i] = rng.uniform(-bound, bound);
+}
+
+void init_normal(Var& v, float mean, float std, Rng& rng) {
+  float* p = v.data();
+  for (int64_t i = 0; i < v.numel(); ++i) p[i] = rng.normal(mean, std);
+}
+
+void init_constant(Var& v, float value) { v.value().fill_(value); }
+
+}  // namespace stretch::nn

@@ -1,0 +1,110 @@
+#include "train/checkpoint.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "optim/optimizer.h"
+
+namespace stretch::train {
+
+namespace {
+constexpr const char* kFormat = "stretch-checkpoint-1";
+}
+
+nlohmann::json TrainState::to_json() const {
+  return {{"num_updates", num_updates},
+          {"epoch", epoch},
+          {"next_batch", next_batch},
+          {"best_loss", std::isnan(best_loss) ? nlohmann::json(nullptr) : nlohmann::json(best_loss)},
+          {"lr_old", lr_old}};
+}
+
+TrainState TrainState::from_json(const nlohmann::json& j) {
+  TrainState s;
+  s.num_updates = j.at("num_updates").get<int64_t>();
+  s.epoch = j.at("epoch").get<int64_t>();
+  s.next_batch = j.at("next_batch").get<int64_t>();
+  s.best_loss = j.at("best_loss").is_null() ? NAN : j.at("best_loss").get<double>();
+  s.lr_old = j.value("lr_old", -1.0);
+  return s;
+}
+
+void save_checkpoint(const std::string& path, const models::TransformerLM& model, const nlohmann::json& config,
+                     const std::string& dict_hash, const TrainState& state, const optim::Optimizer* optimizer) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, var] : model.params().items()) tensors.emplace_back(name, var.value());
+  nlohmann::json opt_scalars = nlohmann::json::object();
+  if (optimizer) {
+    optim::OptimizerState st = optimizer->state_dict();
+    for (auto& [name, t] : st.tensors) tensors.emplace_back("optimizer." + name, t);
+    opt_scalars = st.scalars;
+  }
+  std::map<std::string, std::string> meta;
+  meta["format"] = kFormat;
+  nlohmann::json cfg = config;
+  cfg["model"] = model.config().to_json();
+  meta["config"] = cfg.dump();
+  meta["dict_hash"] = dict_hash;
+  meta["train_state"] = state.to_json().dump();
+  meta["optimizer"] = opt_scalars.dump();
+  save_safetensors(path, tensors, meta);
+}
+
+CheckpointContents read_checkpoint(const std::string& path) {
+  if (!std::filesystem::exists(path)) {
+    std::filesystem::path p(path);
+    fail_input(path, "checkpoint not found", "check --path / --save-dir; stretch writes checkpoint_last.pt and checkpoint_best.pt");
+  }
+  CheckpointContents c;
+  c.file = load_safetensors(path);
+  auto meta = [&](const char* key) -> const std::string& {
+    auto it = c.file.metadata.find(key);
+    if (it == c.file.metadata.end())
+      fail_input(path, std::string("not a stretch checkpoint (no '") + key + "' in the safetensors metadata)",
+                 "stretch reads checkpoints written by `stretch train`; fairseq's pickled .pt files are not read");
+    return it->second;
+  };
+  if (meta("format") != kFormat)
+    fail_input(path, "unsupported checkpoint format '" + meta("format") + "'", std::string("this build reads ") + kFormat);
+  try {
+    c.config = nlohmann::json::parse(meta("config"));
+    c.model = models::TransformerLMConfig::from_json(c.config.at("model"));
+    c.state = TrainState::from_json(nlohmann::json::parse(meta("train_state")));
+    c.optimizer_scalars = nlohmann::json::parse(meta("optimizer"));
+  } catch (const nlohmann::json::exception& e) {
+    fail_input(path, std::string("corrupt checkpoint metadata: ") + e.what(), "restore an earlier checkpoint");
+  }
+  c.dict_hash = meta("dict_hash");
+  return c;
+}
+
+void load_model_weights(models::TransformerLM& model, const CheckpointContents& ckpt) {
+  for (const auto& [name, var] : model.params().items()) {
+    const Tensor* t = ckpt.file.find(name);
+    if (!t)
+      fail_input("checkpoint", "has no tensor '" + name + "': it was written for another architecture",
+                 "check --arch/--pos against the checkpoint's config (`stretch info CKPT`)");
+    if (t->shape() != var.shape() || t->dtype() != DType::F32)
+      fail_input("checkpoint", "tensor '" + name + "' has shape " + t->shape().str() + ", the model expects " +
+                                   var.shape().str(),
+                 "the checkpoint was written for another architecture or dictionary");
+    var.value().copy_from(*t);
+  }
+}
+
+std::unique_ptr<models::TransformerLM> load_model(const std::string& path, const nlohmann::json& overrides,
+                                                  CheckpointContents* contents) {
+  CheckpointContents c = read_checkpoint(path);
+  models::TransformerLMConfig cfg = c.model;
+  cfg.apply_overrides(overrides);
+  auto model = std::make_unique<models::TransformerLM>(cfg);
+  try {
+    load_model_weights(*model, c);
+  } catch (const Error& e) {
+    fail_input(path, e.what());
+  }
+  if (contents) *contents = std::move(c);
+  return model;
+}
+
+}  // namespace stretch::train

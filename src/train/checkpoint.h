@@ -1,0 +1,54 @@
+// train/checkpoint.h — stretch checkpoints: safetensors files (docs/formats.md) holding the
+// model tensors under fairseq state-dict names, the optimizer state as tensors named
+// "optimizer.<param>.<slot>", and in __metadata__: "format" ("stretch-checkpoint-1"),
+// "config" (the whole effective config as JSON, fairseq argument names, model group under
+// "model"), "dict_hash", "train_state" (num_updates, epoch, next batch, best loss, ...),
+// "optimizer" (scalar state as JSON). Files keep fairseq's names (checkpoint_last.pt,
+// checkpoint_best.pt, checkpointN.pt, checkpoint_E_U.pt) so fairseq commands run unchanged;
+// their content is safetensors, which Python's safetensors.safe_open reads. Writes are atomic.
+#pragma once
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "models/transformer_lm.h"
+#include "tensor/safetensors.h"
+
+namespace stretch::optim {
+class Optimizer;
+}
+
+namespace stretch::train {
+
+struct TrainState {
+  int64_t num_updates = 0;
+  int64_t epoch = 1;             // 1-based epoch in progress
+  int64_t next_batch = 0;        // index of the next batch of that epoch
+  double best_loss = NAN;        // best validation loss (base 2) so far
+  double lr_old = -1;            // optimizer's previous lr (NAG's correction); < 0: unset
+  nlohmann::json to_json() const;
+  static TrainState from_json(const nlohmann::json& j);
+};
+
+struct CheckpointContents {
+  nlohmann::json config;         // effective config (train + model groups)
+  models::TransformerLMConfig model;
+  std::string dict_hash;
+  TrainState state;
+  nlohmann::json optimizer_scalars;
+  SafetensorsFile file;          // all tensors (model + optimizer.*)
+};
+
+void save_checkpoint(const std::string& path, const models::TransformerLM& model, const nlohmann::json& config,
+                     const std::string& dict_hash, const TrainState& state, const optim::Optimizer* optimizer);
+// Reads and validates a checkpoint; errors name the file and say what to do.
+CheckpointContents read_checkpoint(const std::string& path);
+// Copies the checkpoint's tensors into `model`; a missing or mis-shaped tensor is an error
+// naming it ("checkpoint of another architecture").
+void load_model_weights(models::TransformerLM& model, const CheckpointContents& ckpt);
+// Builds a model from a checkpoint with --model-overrides applied (evaluation, generation).
+std::unique_ptr<models::TransformerLM> load_model(const std::string& path, const nlohmann::json& overrides,
+                                                  CheckpointContents* contents = nullptr);
+
+}  // namespace stretch::train

@@ -1,0 +1,76 @@
+// train/train_config.h — everything `stretch train` is told, as one typed struct with fairseq's
+// argument names. The CLI (cli/cmd_train.cpp) fills it; to_json() is saved in every
+// checkpoint next to the model config and printed by --dump-config.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "models/transformer_lm_config.h"
+
+namespace stretch::train {
+
+enum class LogFormat : uint8_t { Simple, Json, None };
+
+struct OptimSettings {
+  std::string optimizer = "nag";     // nag | adam | adamw | sgd | adagrad | adagrad_with_grad_clip
+  double lr = 0.25;                   // --lr (fairseq takes the first of a list)
+  double momentum = 0.99;             // nag / sgd
+  double weight_decay = 0.0;
+  std::string adam_betas = "(0.9, 0.999)";
+  double adam_eps = 1e-8;
+  double adagrad_clip = 0.0;
+  std::string lr_scheduler = "fixed"; // fixed | inverse_sqrt | cosine | polynomial_decay
+  int64_t warmup_updates = 0;
+  double warmup_init_lr = -1;         // < 0: scheduler default
+  double min_lr = 0.0;
+  double max_lr = -1;                 // cosine: < 0 means --lr
+  int64_t lr_period_updates = -1;
+  double t_mult = 1.0;
+  double lr_shrink = 0.1;
+  double end_learning_rate = 0.0;
+  double power = 1.0;
+  int64_t total_num_update = 0;
+  int64_t force_anneal = 0;
+  double stop_min_lr = -1.0;
+  double clip_norm = 0.0;
+};
+
+struct TrainConfig {
+  std::string data;                    // data-bin directory (positional)
+  std::string task = "language_modeling";
+  int64_t tokens_per_sample = 512;
+  std::string sample_break_mode = "none";
+  int64_t max_tokens = 0;
+  int64_t batch_size = 0;
+  int64_t required_batch_size_multiple = 8;
+  int64_t max_tokens_valid = 0;
+  int64_t batch_size_valid = 0;
+  int64_t update_freq = 1;
+  int64_t max_update = 0;
+  int64_t max_epoch = 0;
+  uint64_t seed = 1;
+  std::string valid_subset = "valid";
+  int64_t validate_interval = 1;          // epochs
+  int64_t validate_interval_updates = 0;
+  bool disable_validation = false;
+  std::string save_dir = "checkpoints";
+  bool no_save = false;
+  bool no_epoch_checkpoints = false;
+  int64_t save_interval = 1;              // epochs
+  int64_t save_interval_updates = 0;
+  int64_t keep_last_epochs = -1;
+  int64_t keep_interval_updates = -1;
+  std::string restore_file = "checkpoint_last.safetensors";
+  bool reset_optimizer = false;
+  LogFormat log_format = LogFormat::Simple;
+  int64_t log_interval = 100;
+  bool no_progress_bar = false;
+  int64_t max_consecutive_nan = 10;       // stop after this many skipped non-finite updates in a row
+  bool skip_invalid_size_inputs_valid_test = false;
+  OptimSettings optim;
+  models::TransformerLMConfig model;
+
+  nlohmann::json to_json() const;
+};
+
+}  // namespace stretch::train
