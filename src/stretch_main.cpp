@@ -1,4 +1,4 @@
-// cli/main.cpp — the `stretch` binary: one program, fairseq-style subcommands.
+// stretch_main.cpp — the `stretch` binary: one program, fairseq-style subcommands.
 // Exit codes: 0 success, 1 runtime error (bad file, NaN loss, ...), 2 usage error.
 #include <CLI/CLI.hpp>
 #include <iostream>

@@ -1,0 +1,103 @@
+#include "eval/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <numeric>
+
+#include "autograd/tape.h"
+#include "core/error.h"
+#include "data/dictionary.h"
+#include "train/checkpoint.h"
+
+namespace stretch::eval {
+
+int32_t sample_from_logits(const float* logits, int64_t vocab, const SamplingParams& p, Rng& rng,
+                           const std::vector<int32_t>& banned) {
+  std::vector<float> l(logits, logits + vocab);
+  for (int32_t b : banned) l[b] = -INFINITY;
+  if (p.temperature <= 0.f) return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+  int64_t keep = p.top_k > 0 ? std::min<int64_t>(p.top_k, vocab) : vocab;
+  const float mx = l[order[0]];
+  std::vector<double> prob(keep);
+  double total = 0;
+  for (int64_t i = 0; i < keep; ++i) total += prob[i] = std::exp((l[order[i]] - mx) / p.temperature);
+  if (p.top_p < 1.f) {  // smallest prefix whose mass reaches top_p
+    double acc = 0;
+    int64_t n = 0;
+    while (n < keep && acc < p.top_p * total) acc += prob[n++];
+    keep = std::max<int64_t>(n, 1);
+    total = acc;
+  }
+  double u = rng.uniform() * total, acc = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    acc += prob[i];
+    if (u < acc) return order[i];
+  }
+  return order[keep - 1];
+}
+
+std::vector<int32_t> generate_tokens(models::TransformerLM& model, const std::vector<int32_t>& context,
+                                     const SamplingParams& p, Rng& rng) {
+  autograd::NoGradGuard no_grad;
+  const int64_t V = model.config().vocab_size;
+  const std::vector<int32_t> banned = {0, model.config().padding_idx, 3};  // <s>, <pad>, <unk>
+  models::KvCache cache;
+  Tensor src = Tensor::empty({1, static_cast<int64_t>(context.size())}, DType::I32);
+  std::copy(context.begin(), context.end(), src.i32());
+  std::vector<int32_t> out;
+  for (int64_t step = 0; step < p.max_len; ++step) {
+    Tensor hidden = model.features(src, {.cache = &cache}).value();  // [1, T, C]
+    const int64_t T = hidden.dim(1), C = hidden.dim(2);
+    Tensor last = Tensor::empty({1, C});
+    std::copy_n(hidden.f32() + (T - 1) * C, C, last.f32());
+    Tensor logits = model.output(autograd::Var(last)).value();  // [1, V]
+    int32_t next = sample_from_logits(logits.f32(), V, p, rng, banned);
+    out.push_back(next);
+    if (next == p.stop_token) break;
+    src = Tensor::empty({1, 1}, DType::I32);
+    src.i32()[0] = next;
+  }
+  return out;
+}
+
+int run_generate(const GenerateConfig& c) {
+  train::CheckpointContents ck;
+  auto model = train::load_model(c.path, c.overrides, &ck);
+  const std::string dict_path = (std::filesystem::path(c.data) / "dict.txt").string();
+  data::Dictionary dict = data::Dictionary::load(dict_path);
+  if (dict.size() != model->config().vocab_size)
+    fail_input(dict_path, "has " + std::to_string(dict.size()) + " symbols but the checkpoint's vocabulary is " +
+                              std::to_string(model->config().vocab_size),
+               "give the data-bin directory the model was trained on");
+  if (ck.dict_hash != dict.content_hash())
+    fail_input(dict_path, "is not the dictionary the checkpoint was trained with (hash " + dict.content_hash() +
+                              ", checkpoint " + ck.dict_hash + ")",
+               "give the data-bin directory the model was trained on");
+  std::vector<int32_t> context = {dict.eos()};
+  const bool bytes = dict.is_byte_level();
+  if (bytes) {
+    auto ids = dict.byte_ids();
+    for (unsigned char ch : c.prompt) context.push_back(ch == '\n' ? dict.eos() : ids[ch]);
+  } else if (!c.prompt.empty()) {
+    std::vector<int32_t> ids = dict.encode_line(c.prompt);
+    ids.pop_back();  // encode_line appends </s>; the prompt continues instead
+    context.insert(context.end(), ids.begin(), ids.end());
+  }
+  SamplingParams sp = c.sampling;
+  Rng rng(c.seed, 0x9e4);
+  for (int64_t n = 0; n < c.nbest; ++n) {
+    std::vector<int32_t> out = generate_tokens(*model, context, sp, rng);
+    std::vector<int32_t> all(context.begin() + 1, context.end());
+    all.insert(all.end(), out.begin(), out.end());
+    if (bytes) std::cout << dict.decode_bytes(all) << "\n";
+    else std::cout << dict.decode(all, data::Dictionary::EosInDecode::Keep) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace stretch::eval

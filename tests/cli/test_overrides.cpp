@@ -1,0 +1,39 @@
+#include <gtest/gtest.h>
+
+#include "cli/overrides.h"
+#include "core/error.h"
+
+namespace stretch::cli {
+
+TEST(ModelOverrides, PythonDictLiteralFromTheAlibiReadme) {
+  auto j = parse_model_overrides("{'max_tokens':1024, 'tokens_per_sample':1024, 'max_target_positions':1024}");
+  EXPECT_EQ(j.at("max_tokens"), 1024);
+  EXPECT_EQ(j.at("tokens_per_sample"), 1024);
+  EXPECT_EQ(j.at("max_target_positions"), 1024);
+}
+
+TEST(ModelOverrides, BooleansAndShellStrippedQuotes) {
+  // The Transformer-XL README form after the shell removed the quotes.
+  auto j = parse_model_overrides("{mem_len:2100,clamp_len:820,same_length:True}");
+  EXPECT_EQ(j.at("mem_len"), 2100);
+  EXPECT_EQ(j.at("same_length"), true);
+  auto k = parse_model_overrides(R"({"pos": "alibi", "dropout": 0.25, "x": None, "y": False})");
+  EXPECT_EQ(k.at("pos"), "alibi");
+  EXPECT_DOUBLE_EQ(k.at("dropout").get<double>(), 0.25);
+  EXPECT_TRUE(k.at("x").is_null());
+  EXPECT_EQ(k.at("y"), false);
+  EXPECT_TRUE(parse_model_overrides("").empty());
+}
+
+TEST(ModelOverrides, MalformedIsAUsageError) {
+  try {
+    parse_model_overrides("{'a': 1");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("--model-overrides"), std::string::npos);
+  }
+  EXPECT_THROW(parse_model_overrides("[1, 2]"), Error);
+}
+
+}  // namespace stretch::cli
