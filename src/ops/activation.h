@@ -1,5 +1,5 @@
 // ops/activation.h — pointwise activations: ReLU and exact (erf) GELU, as torch's defaults.
-// Backward accumulates (+=) into dinp.
+// Backward accumulates (+=) into dinp. ReLU'(0) = 0 (torch's convention); GELU'(x) = Φ(x) + x·φ(x).
 #pragma once
 #include <cstdint>
 
@@ -15,6 +15,9 @@ void activation_backward(float* dinp, const float* dout, const float* inp, int64
 namespace ref {
 void activation_forward(float* out, const float* inp, int64_t n, Activation act);
 void activation_backward(float* dinp, const float* dout, const float* inp, int64_t n, Activation act);
+// float64 instantiations of the same reference, for finite-difference gradient checks.
+void activation_forward(double* out, const double* inp, int64_t n, Activation act);
+void activation_backward(double* dinp, const double* dout, const double* inp, int64_t n, Activation act);
 }  // namespace ref
 
 }  // namespace stretch::ops

@@ -1,6 +1,9 @@
 // ops/cross_entropy.h — fused log-softmax + negative log-likelihood over the vocabulary, with
 // an ignore index (fairseq's pad = 1) and sum or mean reduction. Forward keeps the per-row
 // log-sum-exp; backward writes softmax − onehot without storing probabilities.
+// Targets must be in [0, V) or equal ignore_index (checked; a bad one throws stretch::Error
+// naming its offset). When every row is ignored, count = 0 and the loss is 0 under both
+// reductions (torch's mean would give NaN) and backward adds nothing.
 #pragma once
 #include <cstdint>
 
@@ -32,6 +35,11 @@ CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float*
                                          const CrossEntropyDims& d);
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                             float dloss, int64_t count, const CrossEntropyDims& d);
+// float64 instantiations of the same reference, for finite-difference gradient checks.
+CrossEntropyResult cross_entropy_forward(double* losses, double* lse, const double* logits, const int32_t* targets,
+                                         const CrossEntropyDims& d);
+void cross_entropy_backward(double* dlogits, const double* logits, const double* lse, const int32_t* targets,
+                            double dloss, int64_t count, const CrossEntropyDims& d);
 }  // namespace ref
 
 }  // namespace stretch::ops

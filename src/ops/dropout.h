@@ -18,10 +18,16 @@ void dropout_forward(float* out, const float* inp, int64_t n, const DropoutParam
 void dropout_backward(float* dinp, const float* dout, int64_t n, const DropoutParams& p);
 // The keep decision for element i (shared by every implementation, the attention kernel too).
 bool dropout_keep(const DropoutParams& p, int64_t i);
+// The same decisions for elements 4·block .. 4·block+3 from one Philox call: bit j is
+// dropout_keep(p, 4·block + j). dropout_keep is defined through it, so they cannot disagree.
+uint32_t dropout_keep4(const DropoutParams& p, int64_t block);
 
 namespace ref {
 void dropout_forward(float* out, const float* inp, int64_t n, const DropoutParams& p);
 void dropout_backward(float* dinp, const float* dout, int64_t n, const DropoutParams& p);
+// float64 instantiations of the same reference, for finite-difference gradient checks.
+void dropout_forward(double* out, const double* inp, int64_t n, const DropoutParams& p);
+void dropout_backward(double* dinp, const double* dout, int64_t n, const DropoutParams& p);
 }  // namespace ref
 
 }  // namespace stretch::ops

@@ -23,8 +23,14 @@ void merge_heads(float* out, const float* inp, const HeadDims& d);
 
 namespace ref {
 void add_forward(float* out, const float* a, const float* b, int64_t n);
+void axpy(float* out, const float* x, float alpha, int64_t n);
+void scale_forward(float* out, const float* x, float alpha, int64_t n);
 void split_heads(float* out, const float* inp, const HeadDims& d);
 void merge_heads(float* out, const float* inp, const HeadDims& d);
+// float64 instantiations of the same reference, for finite-difference gradient checks.
+void add_forward(double* out, const double* a, const double* b, int64_t n);
+void split_heads(double* out, const double* inp, const HeadDims& d);
+void merge_heads(double* out, const double* inp, const HeadDims& d);
 }  // namespace ref
 
 }  // namespace stretch::ops

@@ -1,5 +1,7 @@
 // ops/embedding.h — token embedding lookup; backward is a scatter-add into the table.
-// Ids must be in [0, V); the caller validates data (data layer), the op checks in debug.
+// Ids must be in [0, V); the caller validates data (data layer); the fast path also checks
+// (one cheap pass) and throws stretch::Error naming the offending offset instead of reading
+// out of bounds.
 #pragma once
 #include <cstdint>
 
@@ -19,6 +21,10 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* ids, fl
 namespace ref {
 void embedding_forward(float* out, const int32_t* ids, const float* table, float scale, const EmbeddingDims& d);
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, float scale, const EmbeddingDims& d);
+// float64 instantiations of the same reference, for finite-difference gradient checks.
+void embedding_forward(double* out, const int32_t* ids, const double* table, double scale, const EmbeddingDims& d);
+void embedding_backward(double* dtable, const double* dout, const int32_t* ids, double scale,
+                        const EmbeddingDims& d);
 }  // namespace ref
 
 }  // namespace stretch::ops

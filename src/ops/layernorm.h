@@ -23,6 +23,11 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
                        const float* bias, const LayerNormDims& d);
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, const LayerNormDims& d);
+// float64 instantiations of the same reference, for finite-difference gradient checks.
+void layernorm_forward(double* out, double* mean, double* rstd, const double* inp, const double* weight,
+                       const double* bias, const LayerNormDims& d);
+void layernorm_backward(double* dinp, double* dweight, double* dbias, const double* dout, const double* inp,
+                        const double* weight, const double* mean, const double* rstd, const LayerNormDims& d);
 }  // namespace ref
 
 }  // namespace stretch::ops

@@ -22,6 +22,10 @@ namespace ref {
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d);
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, const LinearDims& d);
+// float64 instantiations of the same reference, for finite-difference gradient checks.
+void linear_forward(double* out, const double* inp, const double* weight, const double* bias, const LinearDims& d);
+void linear_backward(double* dinp, double* dweight, double* dbias, const double* dout, const double* inp,
+                     const double* weight, const LinearDims& d);
 }  // namespace ref
 
 }  // namespace stretch::ops

@@ -1,0 +1,103 @@
+// ops/cross_entropy_cpu.cpp — fused softmax cross-entropy, fast path.
+// Forward: OpenMP over rows; each row is read once, in chunks that stay in L1: the chunk's max
+// (vectorised), a rescale of the running sum when the max grows (online softmax), then Σ exp of
+// the chunk (libmvec expf). Row sums and the loss reduction in double.
+// Backward: OpenMP over rows, dlogits += scale·exp(x − lse) vectorised, then −scale at the target.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/error.h"
+#include "ops/cpu_util.h"
+#include "ops/cross_entropy.h"
+#include "ops/simd_math.h"
+
+namespace stretch::ops {
+namespace {
+
+constexpr int64_t kChunk = 512;
+
+void check_targets(const int32_t* targets, const CrossEntropyDims& d) {
+  STRETCH_CHECK(d.n >= 0 && d.v > 0, "cross_entropy dims n=" << d.n << " v=" << d.v);
+  for (int64_t n = 0; n < d.n; ++n) {
+    const int32_t t = targets[n];
+    if (t != d.ignore_index && (t < 0 || t >= d.v)) {
+      throw Error(ErrorKind::Input,
+                  "cross_entropy: target " + std::to_string(t) + " at offset " + std::to_string(n) +
+                      " is outside the vocabulary of " + std::to_string(d.v) + " and is not the ignore index " +
+                      std::to_string(d.ignore_index),
+                  "the data was binarized with a larger dictionary than the model's output layer; re-run "
+                  "preprocess or point --data at the matching dict.txt");
+    }
+  }
+}
+
+// Log-sum-exp of one row in one pass over memory.
+double row_lse(const float* __restrict x, int64_t V) {
+  float m = -std::numeric_limits<float>::infinity();
+  double s = 0.0;
+  for (int64_t v0 = 0; v0 < V; v0 += kChunk) {
+    const int64_t v1 = v0 + kChunk < V ? v0 + kChunk : V;
+    float cm = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : cm)
+    for (int64_t v = v0; v < v1; ++v) cm = x[v] > cm ? x[v] : cm;
+    if (cm == -std::numeric_limits<float>::infinity()) continue;  // chunk adds exp(−inf) = 0
+    if (cm > m) {
+      s *= std::exp(static_cast<double>(m) - cm);  // 0 when m = −inf
+      m = cm;
+    }
+    float cs = 0.f;
+#pragma omp simd reduction(+ : cs)
+    for (int64_t v = v0; v < v1; ++v) cs += expf(x[v] - m);
+    s += cs;
+  }
+  return static_cast<double>(m) + std::log(s);
+}
+
+}  // namespace
+
+CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
+                                         const CrossEntropyDims& d) {
+  check_targets(targets, d);
+  double total = 0.0;
+  int64_t count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total, count) if (d.n * d.v > cpu::kParallelThreshold / 4)
+  for (int64_t n = 0; n < d.n; ++n) {
+    const float* x = logits + n * d.v;
+    const double l = row_lse(x, d.v);
+    if (lse) lse[n] = static_cast<float>(l);
+    double loss = 0.0;
+    if (targets[n] != d.ignore_index) {
+      loss = l - static_cast<double>(x[targets[n]]);
+      total += loss;
+      count += 1;
+    }
+    if (losses) losses[n] = static_cast<float>(loss);
+  }
+  CrossEntropyResult r;
+  r.count = count;
+  r.loss = d.reduction == Reduction::Mean ? (count ? total / static_cast<double>(count) : 0.0) : total;
+  return r;
+}
+
+void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                            float dloss, int64_t count, const CrossEntropyDims& d) {
+  check_targets(targets, d);
+  const float scale = d.reduction == Reduction::Mean
+                          ? (count ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(count)) : 0.f)
+                          : dloss;
+  const int64_t V = d.v;
+#pragma omp parallel for schedule(static) if (d.n * V > cpu::kParallelThreshold / 4)
+  for (int64_t n = 0; n < d.n; ++n) {
+    const int32_t t = targets[n];
+    if (t == d.ignore_index) continue;
+    const float* __restrict x = logits + n * V;
+    float* __restrict g = dlogits + n * V;
+    const float l = lse[n];
+#pragma omp simd
+    for (int64_t v = 0; v < V; ++v) g[v] += scale * expf(x[v] - l);
+    g[t] -= scale;
+  }
+}
+
+}  // namespace stretch::ops

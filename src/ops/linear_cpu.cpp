@@ -1,0 +1,61 @@
+// ops/linear_cpu.cpp — linear on the one GEMM interface (ops/gemm.h, oneDNN sgemm).
+// Forward: out rows are filled with the bias, then one GEMM accumulates x·Wᵀ into them (beta = 1),
+// so the bias costs one streaming write instead of a read-modify-write pass after the GEMM.
+// Backward: two GEMMs with beta = 1 (accumulate, the += contract) and a thread-count-independent
+// column sum for dbias (cpu::reduce_rows).
+#include "core/error.h"
+#include "ops/cpu_util.h"
+#include "ops/gemm.h"
+#include "ops/linear.h"
+
+namespace stretch::ops {
+namespace {
+void check_dims(const LinearDims& d) {
+  STRETCH_CHECK(d.n >= 0 && d.in_features >= 0 && d.out_features >= 0,
+                "linear dims n=" << d.n << " in=" << d.in_features << " out=" << d.out_features);
+}
+}  // namespace
+
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d) {
+  check_dims(d);
+  const int64_t N = d.n, I = d.in_features, O = d.out_features;
+  if (N == 0 || O == 0) return;
+  float beta = 0.f;
+  if (bias) {
+#pragma omp parallel for schedule(static) if (N * O > cpu::kParallelThreshold)
+    for (int64_t n = 0; n < N; ++n) {
+      float* row = out + n * O;
+#pragma omp simd
+      for (int64_t o = 0; o < O; ++o) row[o] = bias[o];
+    }
+    beta = 1.f;
+  }
+  // out [N, O] (+)= inp [N, I] · weight [O, I]ᵀ
+  gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::Yes, .m = N, .n = O, .k = I, .alpha = 1.f, .beta = beta},
+       inp, weight, out);
+}
+
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, const LinearDims& d) {
+  check_dims(d);
+  const int64_t N = d.n, I = d.in_features, O = d.out_features;
+  if (dinp && N > 0 && I > 0) {
+    // dinp [N, I] += dout [N, O] · weight [O, I]
+    gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::No, .m = N, .n = I, .k = O, .alpha = 1.f, .beta = 1.f},
+         dout, weight, dinp);
+  }
+  if (dweight && O > 0 && I > 0) {
+    // dweight [O, I] += dout [N, O]ᵀ · inp [N, I]
+    gemm(GemmParams{.trans_a = Trans::Yes, .trans_b = Trans::No, .m = O, .n = I, .k = N, .alpha = 1.f, .beta = 1.f},
+         dout, inp, dweight);
+  }
+  if (dbias && N > 0 && O > 0) {
+    cpu::reduce_rows(dbias, N, O, [&](int64_t n, float* acc) {
+      const float* row = dout + n * O;
+#pragma omp simd
+      for (int64_t o = 0; o < O; ++o) acc[o] += row[o];
+    });
+  }
+}
+
+}  // namespace stretch::ops
