@@ -18,7 +18,7 @@ struct AttentionInputs {
   float scale = 1.0f;            // 1/sqrt(D)
   float slope_scale = 1.0f;      // ALiBi position interpolation factor
   int64_t window = 0;            // 0: unlimited
-  Tensor key_padding;            // optional U8 [B, S] stored as I32 0/1; undefined when no padding
+  Tensor key_padding;            // optional U8 [B, S], 1 = padded key; undefined when no padding
   Var t5_table;                  // [num_buckets, H] when bias == T5
   int64_t t5_num_buckets = 32;
   int64_t t5_max_distance = 128;

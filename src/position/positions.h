@@ -13,7 +13,7 @@ namespace stretch::position {
 Tensor make_positions(const Tensor& src /*[B, T] I32*/, int32_t padding_idx, int64_t pos_offset = 0);
 // [B, T, C]: fairseq's SinusoidalPositionalEmbedding rows for make_positions(src); pad rows zero.
 Tensor sinusoidal_for_tokens(const Tensor& src /*[B, T] I32*/, int64_t dim, int32_t padding_idx, int64_t pos_offset = 0);
-// [B, T] I32 with 1 where src == padding_idx; an undefined Tensor when there is no pad at all.
+// [B, T] U8 with 1 where src == padding_idx; an undefined Tensor when there is no pad at all.
 Tensor key_padding_mask(const Tensor& src /*[B, T] I32*/, int32_t padding_idx);
 
 }  // namespace stretch::position

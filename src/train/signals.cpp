@@ -1,6 +1,7 @@
 #include "train/signals.h"
 
 #include <csignal>
+#include <cstdlib>
 
 namespace stretch::train {
 namespace {

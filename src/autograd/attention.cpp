@@ -1,0 +1,87 @@
+#include "autograd/attention.h"
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "autograd/tape.h"
+#include "ops/alibi.h"
+#include "ops/attention.h"
+#include "ops/rope.h"
+
+namespace stretch::autograd {
+namespace {
+
+// Slopes for H heads, computed once by the one slope function and kept for the process.
+const float* cached_slopes(int heads) {
+  static std::mutex mutex;
+  static std::map<int, std::vector<float>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(heads);
+  if (it == cache.end()) it = cache.emplace(heads, ops::alibi_slopes(heads)).first;
+  return it->second.data();
+}
+
+}  // namespace
+
+Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& in) {
+  const Shape& qs = q.shape();
+  const Shape& ks = k.shape();
+  STRETCH_CHECK(qs.rank() == 4 && ks.rank() == 4 && ks == v.shape(), "attention: q " << qs.str() << " k " << ks.str());
+  ops::AttentionParams p;
+  p.b = qs[0];
+  p.h = qs[1];
+  p.t = qs[2];
+  p.d = qs[3];
+  p.s = ks[2];
+  p.scale = in.scale;
+  p.window = in.window;
+  if (in.bias == ScoreBias::Alibi) {
+    p.bias = ops::BiasPolicy::Alibi;
+    p.alibi.slopes = cached_slopes(static_cast<int>(p.h));
+    p.alibi.slope_scale = in.slope_scale;
+  } else if (in.bias == ScoreBias::T5) {
+    p.bias = ops::BiasPolicy::T5;
+    p.t5.table = in.t5_table.data();
+    p.t5.num_buckets = static_cast<int>(in.t5_num_buckets);
+    p.t5.max_distance = static_cast<int>(in.t5_max_distance);
+  }
+  if (in.key_padding.defined()) p.key_padding = in.key_padding.u8();
+  p.dropout = {.p = in.dropout, .seed = in.seed, .stream = in.stream};
+  Var out(Tensor::empty(qs));
+  Tensor lse = Tensor::empty({p.b, p.h, p.t});
+  ops::attention_forward(out.data(), lse.f32(), q.data(), k.data(), v.data(), p);
+  const Var& table = in.t5_table;
+  if (needs_grad({&q, &k, &v, &table})) {
+    Tensor key_padding = in.key_padding;  // keeps p.key_padding alive until backward
+    tape().push([q, k, v, table, out, lse, p, key_padding] {
+      ops::AttentionGrads extra;
+      if (p.bias == ops::BiasPolicy::T5 && table.requires_grad()) extra.dt5_table = table.grad_data();
+      // The kernel writes every gradient it is given; scratch for inputs that need none.
+      Tensor scratch_q, scratch_kv;
+      float* dq = q.requires_grad() ? q.grad_data() : (scratch_q = Tensor::zeros(q.shape())).f32();
+      float* dk = k.requires_grad() ? k.grad_data() : (scratch_kv = Tensor::zeros(k.shape())).f32();
+      Tensor scratch_v;
+      float* dv = v.requires_grad() ? v.grad_data() : (scratch_v = Tensor::zeros(v.shape())).f32();
+      ops::attention_backward(dq, dk, dv, extra, out.grad_data(), q.data(), k.data(), v.data(), out.data(), lse.f32(), p);
+      out.release_grad();
+    });
+  }
+  return out;
+}
+
+Var rope(const Var& x, int64_t pos0, float base) {
+  const Shape& s = x.shape();
+  ops::RopeDims d{.b = s[0], .h = s[1], .t = s[2], .d = s[3], .pos0 = pos0, .base = base};
+  Var y(Tensor::empty(s));
+  ops::rope_forward(y.data(), x.data(), d);
+  if (needs_grad({&x})) {
+    tape().push([x, y, d] {
+      ops::rope_backward(x.grad_data(), y.grad_data(), d);
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+}  // namespace stretch::autograd
