@@ -9,6 +9,7 @@
 #include "autograd/tape.h"
 #include "core/log.h"
 #include "dist/world.h"
+#include "optim/grad_clip.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
@@ -135,7 +136,14 @@ int run_training(TrainConfig c) {
                  "use a fresh --save-dir, or the data-bin the checkpoint was trained on");
     load_model_weights(model, ck);
     state = ck.state;
-    if (!c.reset_optimizer) optimizer->load_state_dict({ck.file.tensors_with_prefix("optimizer."), ck.optimizer_scalars});
+    if (!c.reset_optimizer) {
+      optim::OptimizerState os;
+      for (const auto& [name, t] : ck.file.tensors)
+        if (name.rfind("optimizer.", 0) == 0) os.tensors.emplace_back(name.substr(10), t);
+      os.scalars = ck.optimizer_scalars;
+      os.source = last_path;
+      optimizer->load_state_dict(os, optim_params(model));
+    }
     log_info("resumed from " + last_path + " at update " + std::to_string(state.num_updates) + ", epoch " +
              std::to_string(state.epoch));
   }
@@ -147,7 +155,8 @@ int run_training(TrainConfig c) {
   Progress progress(c.log_format, !c.no_progress_bar);
   auto params = optim_params(model);
   const double t_start = now_seconds();
-  double lr = scheduler->lr_at(state.num_updates);
+  auto lr_now = [&] { return scheduler->lr_at_epoch(state.num_updates, state.epoch); };
+  double lr = lr_now();
   int64_t nan_in_a_row = 0;
   int exit_code = 0;
 
@@ -216,7 +225,7 @@ int run_training(TrainConfig c) {
       state.next_batch = last;
       for (auto& p : params) world.allreduce_sum(p.grad, p.numel);
       world.allreduce_sum(group, 3);
-      const bool finite = std::isfinite(group[0]) && optim::grads_finite(params);
+      const bool finite = std::isfinite(group[0]) && !optim::grads_have_nonfinite(params);
       if (!finite) {
         ++nan_in_a_row;
         log_warning("update " + std::to_string(state.num_updates + 1) + ": non-finite loss or gradient; skipping this update (" +
@@ -235,7 +244,7 @@ int run_training(TrainConfig c) {
       const double gnorm = optim::clip_grad_norm(params, c.optim.clip_norm);
       optimizer->step(params, lr);
       state.num_updates += 1;
-      lr = scheduler->lr_at(state.num_updates);
+      lr = lr_now();
 
       const double loss2 = group[0] / std::max(group[1], 1.0) / kLn2;
       epoch_loss += group[0];
@@ -302,6 +311,7 @@ int run_training(TrainConfig c) {
       const int64_t finished_epoch = state.epoch;
       state.epoch += 1;
       state.next_batch = 0;
+      lr = lr_now();
       std::vector<std::string> names;
       if (!c.no_epoch_checkpoints && finished_epoch % c.save_interval == 0)
         names.push_back("checkpoint" + std::to_string(finished_epoch) + ".pt");

@@ -1,0 +1,39 @@
+#include "train/optim_settings.h"
+
+namespace stretch::train {
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const OptimSettings& s) {
+  optim::OptimizerConfig c;
+  c.kind = optim::parse_optimizer_kind(s.optimizer);
+  if (c.kind == optim::OptimizerKind::Nag || c.kind == optim::OptimizerKind::Sgd) {
+    // fairseq's nag defaults to 0.99; sgd to 0 (the flag's own default here is nag's).
+    c.momentum = (c.kind == optim::OptimizerKind::Sgd && s.momentum == 0.99) ? 0.0 : s.momentum;
+  }
+  c.weight_decay = s.weight_decay;
+  auto [b1, b2] = optim::parse_adam_betas(s.adam_betas);
+  c.beta1 = b1;
+  c.beta2 = b2;
+  if (c.kind == optim::OptimizerKind::Adam || c.kind == optim::OptimizerKind::AdamW) c.eps = s.adam_eps;
+  c.adagrad_clip = s.adagrad_clip;
+  return optim::make_optimizer(c);
+}
+
+std::unique_ptr<optim::LrSchedule> make_scheduler(const OptimSettings& s, int64_t max_update) {
+  optim::SchedulerConfig c;
+  c.kind = optim::parse_scheduler_kind(s.lr_scheduler);
+  c.lr = {s.lr};
+  if (s.warmup_updates > 0 || c.kind != optim::SchedulerKind::InverseSqrt) c.warmup_updates = s.warmup_updates;
+  c.warmup_init_lr = s.warmup_init_lr;
+  c.min_lr = s.min_lr;
+  c.max_update = max_update;
+  c.t_mult = s.t_mult;
+  c.lr_period_updates = static_cast<double>(s.lr_period_updates);
+  c.lr_shrink = s.lr_shrink;
+  if (s.force_anneal > 0) c.force_anneal = s.force_anneal;
+  c.end_learning_rate = s.end_learning_rate;
+  c.power = s.power;
+  c.total_num_update = s.total_num_update > 0 ? s.total_num_update : (max_update > 0 ? max_update : 1000000);
+  return std::make_unique<optim::LrSchedule>(c);
+}
+
+}  // namespace stretch::train
