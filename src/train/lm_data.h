@@ -9,6 +9,10 @@
 
 #include "tensor/tensor.h"
 
+namespace stretch::data {
+class TokenStream;
+}
+
 namespace stretch::train {
 
 struct LmBatch {
@@ -42,10 +46,14 @@ struct LmData {
   int32_t pad = 1, eos = 2;
   std::string dict_hash;
   std::string dict_path;
+  bool byte_level = false;  // every symbol is a byte value: loss per token = bits per byte
 };
 
 // Opens DATA/dict.txt; errors name the file and line.
 LmData open_lm_data(const std::string& data_dir);
+// The concatenated token stream of DATA/<split>.{bin,idx}, ids checked < vocab_size.
+std::shared_ptr<const data::TokenStream> open_split_stream(const std::string& data_dir, const std::string& split,
+                                                           const LmData& data);
 // Opens DATA/<split>.{bin,idx}; checks every id < vocab_size; errors name the file.
 std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::string& split, const LmData& data,
                                        const LmSplitOptions& options);

@@ -51,6 +51,7 @@ ValidResult validate(models::TransformerLM& model, LmSplit& split, const dist::W
   split.set_epoch(1);
   for (int64_t i = 0; i < split.num_batches(); ++i) {
     LmBatch b = split.batch(i);
+    if (!b.src.defined()) continue;
     Var logits = model.forward(b.src, {.mode = models::Mode::Eval});
     int64_t count = 0;
     Var loss = autograd::cross_entropy(logits, b.tgt, model.config().padding_idx, ops::Reduction::Sum, &count);
@@ -212,6 +213,7 @@ int run_training(TrainConfig c) {
       const int64_t last = std::min(nb, first + c.update_freq);
       for (int64_t i = first; i < last; ++i) {
         LmBatch b = train_split->batch(i);
+        if (!b.src.defined()) continue;  // an empty fill batch of this rank
         Var logits = model.forward(b.src, {.mode = models::Mode::Train,
                                            .seed = c.seed,
                                            .step = static_cast<uint64_t>(state.num_updates),
