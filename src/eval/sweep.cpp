@@ -1,0 +1,75 @@
+#include "eval/sweep.h"
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "eval/sweep_report.h"
+#include "train/checkpoint.h"
+#include "train/lm_data.h"
+
+namespace stretch::eval {
+
+int run_sweep(const SweepConfig& cfg) {
+  if (cfg.paths.empty()) fail_usage("sweep: give at least one checkpoint with --path");
+  if (cfg.lengths.empty()) fail_usage("sweep: give --lengths, e.g. 64,128,256,512,1024");
+  if (!cfg.labels.empty() && cfg.labels.size() != cfg.paths.size())
+    fail_usage("sweep: --labels has " + std::to_string(cfg.labels.size()) + " names for " +
+               std::to_string(cfg.paths.size()) + " checkpoints");
+  train::LmData data = train::open_lm_data(cfg.data);
+  auto stream = train::open_split_stream(cfg.data, cfg.gen_subset, data);
+  std::filesystem::create_directories(cfg.results_dir);
+  std::vector<SweepRow> rows;
+  for (size_t i = 0; i < cfg.paths.size(); ++i) {
+    train::CheckpointContents ck;
+    auto model = train::load_model(cfg.paths[i], nlohmann::json::object(), &ck);
+    if (ck.dict_hash != data.dict_hash)
+      fail_input(cfg.paths[i], "was trained with another dictionary than " + data.dict_path,
+                 "sweep checkpoints trained on this data-bin");
+    SweepRow row;
+    row.path = cfg.paths[i];
+    row.train_length = model->config().tokens_per_sample;
+    row.label = !cfg.labels.empty() ? cfg.labels[i]
+                                    : std::string(models::pos_method_name(model->config().pos)) + " L=" +
+                                          std::to_string(row.train_length);
+    for (int64_t L : cfg.lengths) {
+      SweepCell cell;
+      cell.length = L;
+      EvalOptions o = cfg.options;
+      o.tokens_per_sample = L;
+      o.pad = data.pad;
+      o.eos = data.eos;
+      if (cfg.sliding) o.context_window = L - 1;
+      try {
+        EvalResult r = evaluate(*model, *stream, o);
+        cell.ppl = r.ppl;
+        cell.loss2 = r.loss2;
+        cell.tokens = r.count;
+        std::cerr << "sweep | " << row.label << " | L=" << L << " | ppl " << r.ppl << " (" << r.count << " tokens, "
+                  << r.seconds << " s)\n";
+      } catch (const Error& e) {
+        cell.ppl = NAN;
+        cell.loss2 = NAN;
+        cell.note = e.kind() == ErrorKind::Usage ? "not evaluable at this length" : e.what();
+        log_warning(row.label + " at L=" + std::to_string(L) + ": " + e.what());
+      }
+      row.cells.push_back(cell);
+    }
+    rows.push_back(row);
+  }
+  const std::string protocol = cfg.sliding ? "sliding window (context L-1)" : "non-overlapping";
+  std::cout << "\nValidation perplexity on " << cfg.gen_subset << " (" << protocol << "), rows: model and its "
+            << "training length, columns: evaluation length\n\n"
+            << sweep_markdown(rows, cfg.lengths) << std::endl;
+  const std::string prefix = (std::filesystem::path(cfg.results_dir) / "sweep").string();
+  write_sweep_csv(prefix + ".csv", rows);
+  write_sweep_json(prefix + ".json", rows, protocol);
+  bool plotted = plot_sweep(prefix, rows, cfg.title);
+  std::cout << "wrote " << prefix << ".csv, " << prefix << ".json" << (plotted ? ", " + prefix + ".png, " + prefix + ".svg" : "")
+            << "\n";
+  return 0;
+}
+
+}  // namespace stretch::eval

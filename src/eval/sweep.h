@@ -1,0 +1,27 @@
+// eval/sweep.h — `stretch sweep`: every checkpoint at every evaluation length with the
+// eval-lm protocol (eval/eval_lm.h); the Markdown table on stdout, CSV + JSON + the plot
+// (eval/sweep_report.h) under --results-dir. A cell a model cannot produce (learned
+// positions past their table) is left empty with the reason, never a crash.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "eval/eval_lm.h"
+
+namespace stretch::eval {
+
+struct SweepConfig {
+  std::string data;
+  std::vector<std::string> paths;   // checkpoints
+  std::vector<std::string> labels;  // optional, one per checkpoint
+  std::vector<int64_t> lengths;
+  std::string gen_subset = "valid";
+  EvalOptions options;              // context_window / stride are taken per length when given as
+  bool sliding = false;             // --sliding: context window L−1 ... (expensive)
+  std::string results_dir = "sweep";
+  std::string title = "train short, test long";
+};
+
+int run_sweep(const SweepConfig& config);
+
+}  // namespace stretch::eval
