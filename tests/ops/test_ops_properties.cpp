@@ -1,0 +1,287 @@
+// tests/ops/test_ops_properties.cpp — properties and hand-computed values, independent of the
+// reference implementations: thread-count determinism (dropout mask, embedding/layernorm/linear
+// parameter gradients), dropout keep rate, known function values, RoPE rotation properties,
+// fairseq's sinusoidal table, and clear errors on bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/threads.h"
+#include "ops/activation.h"
+#include "ops/cross_entropy.h"
+#include "ops/dropout.h"
+#include "ops/embedding.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+#include "ops/op_test_registry.h"
+#include "ops/rope.h"
+#include "ops/sinusoidal.h"
+
+namespace stretch::ops {
+namespace {
+
+using testing::random_floats;
+using testing::random_ids;
+
+// Runs fn with 1 thread and with 2 threads; restores the previous count.
+template <class Fn>
+void with_threads(int n, Fn fn) {
+  const int before = num_threads();
+  set_num_threads(n);
+  fn();
+  set_num_threads(before);
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(Dropout, MaskIsIdenticalForOneAndTwoThreads) {
+  const int64_t n = 1 << 20;
+  const DropoutParams p{.p = 0.3f, .seed = 1234, .stream = 7};
+  const auto inp = random_floats(n, 1, 0.5f, 1.5f);  // never 0, so out == 0 ⇔ dropped
+  std::vector<float> out1(n), out2(n), din1(n, 0.f), din2(n, 0.f);
+  with_threads(1, [&] {
+    dropout_forward(out1.data(), inp.data(), n, p);
+    dropout_backward(din1.data(), inp.data(), n, p);
+  });
+  with_threads(2, [&] {
+    dropout_forward(out2.data(), inp.data(), n, p);
+    dropout_backward(din2.data(), inp.data(), n, p);
+  });
+  EXPECT_TRUE(bitwise_equal(out1, out2));
+  EXPECT_TRUE(bitwise_equal(din1, din2));
+  int64_t kept = 0;
+  const float scale = 1.f / (1.f - p.p);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = dropout_keep(p, i);
+    kept += keep;
+    ASSERT_EQ(out1[i], keep ? inp[i] * scale : 0.f) << i;
+  }
+  // Binomial: σ(rate) = √(p(1−p)/n) = 4.5e-4; 5σ = 2.3e-3.
+  EXPECT_NEAR(static_cast<double>(kept) / n, 1.0 - p.p, 2.3e-3);
+}
+
+TEST(Dropout, KeepRateForSeveralP) {
+  const int64_t n = 200000;
+  for (float pr : {0.1f, 0.5f, 0.9f}) {
+    const DropoutParams p{.p = pr, .seed = 5, .stream = 1};
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; ++i) kept += dropout_keep(p, i);
+    const double sigma = std::sqrt(pr * (1.0 - pr) / n);
+    EXPECT_NEAR(static_cast<double>(kept) / n, 1.0 - pr, 5 * sigma) << "p=" << pr;
+  }
+}
+
+TEST(Dropout, Keep4AgreesWithKeepAndStreamsDiffer) {
+  const DropoutParams a{.p = 0.5f, .seed = 3, .stream = 0}, b{.p = 0.5f, .seed = 3, .stream = 1};
+  int differ = 0;
+  for (int64_t blk = 0; blk < 256; ++blk) {
+    const uint32_t bits = dropout_keep4(a, blk);
+    for (int j = 0; j < 4; ++j) ASSERT_EQ(((bits >> j) & 1u) != 0, dropout_keep(a, 4 * blk + j));
+    differ += bits != dropout_keep4(b, blk);
+  }
+  EXPECT_GT(differ, 128);  // another stream is another mask
+}
+
+TEST(Dropout, RejectsBadP) {
+  float x = 1.f, y;
+  EXPECT_THROW(dropout_forward(&y, &x, 1, DropoutParams{.p = 1.f}), Error);
+  EXPECT_THROW(dropout_forward(&y, &x, 1, DropoutParams{.p = -0.1f}), Error);
+}
+
+TEST(Determinism, ParameterGradientsAreIdenticalForOneAndTwoThreads) {
+  const EmbeddingDims ed{.n = 4096, .v = 300, .c = 200};
+  const auto ids = random_ids(ed.n, 300, 2);
+  const auto dout = random_floats(ed.n * ed.c, 3);
+  std::vector<float> t1(ed.v * ed.c, 0.f), t2(ed.v * ed.c, 0.f);
+  with_threads(1, [&] { embedding_backward(t1.data(), dout.data(), ids.data(), 2.f, ed); });
+  with_threads(2, [&] { embedding_backward(t2.data(), dout.data(), ids.data(), 2.f, ed); });
+  EXPECT_TRUE(bitwise_equal(t1, t2)) << "embedding dtable";
+
+  const LayerNormDims ld{.n = 1000, .c = 96};
+  const auto x = random_floats(ld.n * ld.c, 4), w = random_floats(ld.c, 5), g = random_floats(ld.n * ld.c, 6);
+  std::vector<float> y(ld.n * ld.c), mean(ld.n), rstd(ld.n);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), ld);
+  std::vector<float> dw1(ld.c, 0.f), db1(ld.c, 0.f), dw2(ld.c, 0.f), db2(ld.c, 0.f);
+  with_threads(1, [&] {
+    layernorm_backward(nullptr, dw1.data(), db1.data(), g.data(), x.data(), w.data(), mean.data(), rstd.data(), ld);
+  });
+  with_threads(2, [&] {
+    layernorm_backward(nullptr, dw2.data(), db2.data(), g.data(), x.data(), w.data(), mean.data(), rstd.data(), ld);
+  });
+  EXPECT_TRUE(bitwise_equal(dw1, dw2)) << "layernorm dweight";
+  EXPECT_TRUE(bitwise_equal(db1, db2)) << "layernorm dbias";
+
+  const LinearDims lin{.n = 1000, .in_features = 8, .out_features = 100};
+  const auto go = random_floats(lin.n * lin.out_features, 7);
+  std::vector<float> b1(100, 0.f), b2(100, 0.f);
+  with_threads(1, [&] { linear_backward(nullptr, nullptr, b1.data(), go.data(), nullptr, nullptr, lin); });
+  with_threads(2, [&] { linear_backward(nullptr, nullptr, b2.data(), go.data(), nullptr, nullptr, lin); });
+  EXPECT_TRUE(bitwise_equal(b1, b2)) << "linear dbias";
+}
+
+TEST(KnownValues, Gelu) {
+  // gelu(x) = x·Φ(x): Φ(1) = 0.8413447460685429, Φ(−1) = 0.15865525393145707, Φ(3) = 0.9986501019683699.
+  const float x[4] = {0.f, 1.f, -1.f, 3.f};
+  float y[4], yr[4];
+  activation_forward(y, x, 4, Activation::Gelu);
+  ref::activation_forward(yr, x, 4, Activation::Gelu);
+  const double want[4] = {0.0, 0.8413447460685429, -0.15865525393145707, 3 * 0.9986501019683699};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NEAR(y[i], want[i], 1e-6) << i;
+    EXPECT_NEAR(yr[i], want[i], 1e-7) << i;
+  }
+  // gelu'(0) = ½; relu'(0) = 0 (torch's convention).
+  float g = 0.f, one = 1.f, zero = 0.f;
+  activation_backward(&g, &one, &zero, 1, Activation::Gelu);
+  EXPECT_FLOAT_EQ(g, 0.5f);
+  g = 0.f;
+  activation_backward(&g, &one, &zero, 1, Activation::Relu);
+  EXPECT_EQ(g, 0.f);
+}
+
+TEST(KnownValues, LayerNorm) {
+  // x = [1, 2, 3, 4]: mean 2.5, biased var 1.25.
+  const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 1}, b[4] = {0, 0, 0, 1};
+  float y[4], m, r;
+  layernorm_forward(y, &m, &r, x, w, b, LayerNormDims{.n = 1, .c = 4});
+  const double rs = 1.0 / std::sqrt(1.25 + 1e-5);
+  EXPECT_NEAR(m, 2.5, 1e-7);
+  EXPECT_NEAR(r, rs, 1e-6);
+  const double want[4] = {-1.5 * rs, -0.5 * rs, 2 * 0.5 * rs, 1.5 * rs + 1};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
+}
+
+TEST(KnownValues, CrossEntropy) {
+  // logits [0, ln 2, ln 3] → softmax [1/6, 2/6, 3/6]; target 2 → loss −ln ½ = ln 2.
+  const float logits[6] = {0.f, std::log(2.f), std::log(3.f), 5.f, 5.f, 5.f};
+  const int32_t targets[2] = {2, 0};
+  float losses[2], lse[2];
+  const CrossEntropyDims d{.n = 2, .v = 3, .ignore_index = 1, .reduction = Reduction::Mean};
+  const CrossEntropyResult r = cross_entropy_forward(losses, lse, logits, targets, d);
+  EXPECT_NEAR(losses[0], std::log(2.0), 1e-6);
+  EXPECT_NEAR(losses[1], std::log(3.0), 1e-6);  // uniform over 3
+  EXPECT_NEAR(lse[0], std::log(6.0), 1e-6);
+  EXPECT_EQ(r.count, 2);
+  EXPECT_NEAR(r.loss, (std::log(2.0) + std::log(3.0)) / 2, 1e-6);
+  float g[6] = {};
+  cross_entropy_backward(g, logits, lse, targets, 1.f, r.count, d);
+  const double want[6] = {1 / 12., 2 / 12., 3 / 12. - 0.5, 1 / 6. - 0.5, 1 / 6., 1 / 6.};
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(g[i], want[i], 1e-6) << i;
+}
+
+TEST(KnownValues, CrossEntropyAllIgnored) {
+  const float logits[4] = {1, 2, 3, 4};
+  const int32_t targets[2] = {1, 1};
+  float lse[2], g[4] = {};
+  const CrossEntropyDims d{.n = 2, .v = 2, .ignore_index = 1, .reduction = Reduction::Mean};
+  const CrossEntropyResult r = cross_entropy_forward(nullptr, lse, logits, targets, d);
+  EXPECT_EQ(r.count, 0);
+  EXPECT_EQ(r.loss, 0.0);
+  cross_entropy_backward(g, logits, lse, targets, 1.f, r.count, d);
+  for (float v : g) EXPECT_EQ(v, 0.f);
+}
+
+TEST(KnownValues, CrossEntropyIsStableForHugeLogits) {
+  // exp(1e4) overflows float; the shifted computation must not. Logits [1e4, 1e4 − ln 3] → p = [¾, ¼].
+  const float logits[2] = {1e4f, 1e4f - std::log(3.f)};
+  const int32_t t = 1;
+  float loss, lse;
+  cross_entropy_forward(&loss, &lse, logits, &t, CrossEntropyDims{.n = 1, .v = 2});
+  EXPECT_NEAR(loss, std::log(4.0), 2e-3);  // 1e4·u ≈ 1e-3 absolute lost in x − lse
+}
+
+TEST(Rope, HandValuesAndProperties) {
+  // D = 2: a single pair rotated by θ = pos (inv_freq = 1).
+  const float x[2] = {1.f, 0.f};
+  float y[2];
+  rope_forward(y, x, RopeDims{.b = 1, .h = 1, .t = 1, .d = 2, .pos0 = 7});
+  EXPECT_NEAR(y[0], std::cos(7.0), 1e-6);
+  EXPECT_NEAR(y[1], std::sin(7.0), 1e-6);
+  // Relative positions: <rope(q, m), rope(k, n)> depends only on m − n, here for D = 64 and m − n = 5.
+  const int64_t D = 64;
+  const auto q = random_floats(D, 1), k = random_floats(D, 2);
+  auto score = [&](int64_t m, int64_t n) {
+    std::vector<float> qr(D), kr(D);
+    rope_forward(qr.data(), q.data(), RopeDims{.b = 1, .h = 1, .t = 1, .d = D, .pos0 = m});
+    rope_forward(kr.data(), k.data(), RopeDims{.b = 1, .h = 1, .t = 1, .d = D, .pos0 = n});
+    double s = 0;
+    for (int64_t i = 0; i < D; ++i) s += static_cast<double>(qr[i]) * kr[i];
+    return s;
+  };
+  EXPECT_NEAR(score(8, 3), score(1005, 1000), 1e-5);
+  EXPECT_NEAR(score(8, 3), score(16389, 16384), 1e-5);
+  // Backward is the inverse rotation: backward(forward(x)) = x; in place forward works.
+  const RopeDims d{.b = 2, .h = 3, .t = 5, .d = 8, .pos0 = 11};
+  const auto v = random_floats(2 * 3 * 5 * 8, 3);
+  std::vector<float> f(v.size()), back(v.size(), 0.f), inplace = v;
+  rope_forward(f.data(), v.data(), d);
+  rope_backward(back.data(), f.data(), d);
+  rope_forward(inplace.data(), inplace.data(), d);
+  for (size_t i = 0; i < v.size(); ++i) {
+    EXPECT_NEAR(back[i], v[i], 1e-6) << i;
+    EXPECT_EQ(inplace[i], f[i]) << i;
+  }
+  EXPECT_THROW(rope_forward(f.data(), v.data(), RopeDims{.b = 1, .h = 1, .t = 1, .d = 3}), Error);
+}
+
+TEST(Sinusoidal, FairseqTable) {
+  // C = 8: half = 4, freq_k = 10000^(−k/3). Positions: 2 (first token), 1 (pad → zeros), 5.
+  const int32_t pos[3] = {2, 1, 5};
+  std::vector<float> out(3 * 8, -1.f);
+  sinusoidal_forward(out.data(), pos, SinusoidalDims{.n = 3, .c = 8, .padding_idx = 1});
+  for (int row : {0, 2}) {
+    for (int k = 0; k < 4; ++k) {
+      const double arg = pos[row] * std::pow(10000.0, -k / 3.0);
+      EXPECT_NEAR(out[row * 8 + k], std::sin(arg), 1e-6) << row << "," << k;
+      EXPECT_NEAR(out[row * 8 + 4 + k], std::cos(arg), 1e-6) << row << "," << k;
+    }
+  }
+  for (int c = 0; c < 8; ++c) EXPECT_EQ(out[8 + c], 0.f) << "pad row";
+  // Odd C: a zero last column, as fairseq.
+  std::vector<float> odd(2 * 9, -1.f);
+  sinusoidal_forward(odd.data(), pos, SinusoidalDims{.n = 2, .c = 9});
+  EXPECT_EQ(odd[8], 0.f);
+  EXPECT_NEAR(odd[0], std::sin(2.0), 1e-6);
+  EXPECT_THROW(sinusoidal_forward(odd.data(), pos, SinusoidalDims{.n = 1, .c = 3}), Error);
+  // make_positions: pads keep padding_idx, the others count from padding_idx + 1 per row.
+  const int32_t tokens[8] = {5, 1, 7, 9, 1, 1, 4, 1};
+  int32_t p[8];
+  make_positions(p, tokens, 2, 4, 1);
+  const int32_t want[8] = {2, 1, 3, 4, 1, 1, 2, 1};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(p[i], want[i]) << i;
+}
+
+TEST(BadInput, EmbeddingIdOutOfRangeNamesTheOffset) {
+  const int32_t ids[4] = {0, 2, 1, 7};
+  const float table[3 * 2] = {};
+  float out[4 * 2];
+  try {
+    embedding_forward(out, ids, table, 1.f, EmbeddingDims{.n = 4, .v = 3, .c = 2});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Input);
+    EXPECT_NE(std::string(e.what()).find("token id 7 at offset 3"), std::string::npos) << e.what();
+    EXPECT_FALSE(e.hint().empty());
+  }
+  float dtable[6] = {};
+  EXPECT_THROW(embedding_backward(dtable, out, ids, 1.f, EmbeddingDims{.n = 4, .v = 3, .c = 2}), Error);
+}
+
+TEST(BadInput, CrossEntropyTargetOutOfRangeNamesTheOffset) {
+  const float logits[4] = {};
+  const int32_t targets[2] = {1, -3};  // 1 is the ignore index (fine); −3 is not
+  try {
+    cross_entropy_forward(nullptr, nullptr, logits, targets, CrossEntropyDims{.n = 2, .v = 2, .ignore_index = 1});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target -3 at offset 1"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stretch::ops
