@@ -1,0 +1,101 @@
+// ops/attention.cpp — the attention op's parameter checks, its default scale and T5's bucket
+// function: shared by the reference and the CPU kernel (contract in ops/attention.h).
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "core/error.h"
+#include "ops/attention.h"
+
+namespace stretch::ops {
+namespace {
+
+[[noreturn]] void fail_param(const std::string& field, const std::string& what, const std::string& hint) {
+  fail_usage("attention: " + field + " " + what, hint);
+}
+
+template <class T>
+std::string str(T v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+void attention_check(const AttentionParams& p) {
+  if (p.b < 1 || p.h < 1 || p.t < 1 || p.d < 1)
+    fail_param("shape", "needs B, H, T, D >= 1 (got B=" + str(p.b) + " H=" + str(p.h) + " T=" + str(p.t) +
+                            " D=" + str(p.d) + ")",
+               "an empty batch, sequence or head must not reach the attention op");
+  if (p.s < p.t)
+    fail_param("s", "(keys, " + str(p.s) + ") must be >= t (queries, " + str(p.t) + ")",
+               "query i sits at key position S - T + i; pass the full key/value length");
+  // Relative positions are handled as int32 inside the kernel and as float-exact integers.
+  if (p.s >= (int64_t{1} << 24))
+    fail_param("s", "(" + str(p.s) + ") exceeds 2^24 keys", "split the sequence into windows");
+  if (!(p.scale >= 0.f) || !std::isfinite(p.scale))
+    fail_param("scale", "must be finite and >= 0 (0 = 1/sqrt(D)), got " + str(p.scale), "");
+  if (p.window < 0) fail_param("window", "must be >= 0 (0 = unlimited), got " + str(p.window), "");
+  if (!(p.dropout.p >= 0.f && p.dropout.p < 1.f))
+    fail_param("dropout.p", "must be in [0, 1), got " + str(p.dropout.p), "check --attention-dropout");
+  switch (p.bias) {
+    case BiasPolicy::None:
+      break;
+    case BiasPolicy::Alibi:
+      if (p.mask != AttentionMask::Causal)
+        fail_param("bias", "Alibi (-m(i-j)) is causal only",
+                   "use BiasPolicy::AlibiSym (-m|i-j|) for bidirectional attention");
+      [[fallthrough]];
+    case BiasPolicy::AlibiSym:
+      if (p.alibi.slopes == nullptr) fail_param("alibi.slopes", "is null", "pass alibi_slopes(H).data()");
+      if (!(p.alibi.slope_scale > 0.f) || !std::isfinite(p.alibi.slope_scale))
+        fail_param("alibi.slope_scale", "must be finite and > 0, got " + str(p.alibi.slope_scale),
+                   "position interpolation uses L_train / L_eval");
+      if (p.alibi.shape == AlibiShape::Clipped && !(p.alibi.cap > 0.f))
+        fail_param("alibi.cap", "must be > 0 for AlibiShape::Clipped, got " + str(p.alibi.cap), "");
+      break;
+    case BiasPolicy::T5: {
+      const int nb = p.t5.num_buckets;
+      const int min_nb = p.mask == AttentionMask::Causal ? 2 : 4;
+      if (p.t5.table == nullptr) fail_param("t5.table", "is null", "pass the [num_buckets, H] table");
+      if (nb < min_nb || (p.mask == AttentionMask::Bidirectional && nb % 2 != 0))
+        fail_param("t5.num_buckets", "must be >= " + str(min_nb) + " (and even when bidirectional), got " + str(nb),
+                   "T5 uses 32");
+      const int exact = (p.mask == AttentionMask::Causal ? nb : nb / 2) / 2;
+      if (p.t5.max_distance <= exact)
+        fail_param("t5.max_distance", "must exceed num_buckets/2 (or /4 bidirectional) = " + str(exact) + ", got " +
+                                          str(p.t5.max_distance),
+                   "T5 uses 128");
+      break;
+    }
+  }
+}
+
+float attention_scale(const AttentionParams& p) {
+  return p.scale > 0.f ? p.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.d)));
+}
+
+int t5_bucket(int64_t rel, int num_buckets, int max_distance, AttentionMask mask) {
+  int ret = 0;
+  int64_t n = -rel;
+  int nb = num_buckets;
+  if (mask == AttentionMask::Bidirectional) {
+    nb /= 2;
+    if (n < 0) ret += nb;
+    n = n < 0 ? -n : n;
+  } else {
+    n = n < 0 ? 0 : n;
+  }
+  const int max_exact = nb / 2;
+  if (n < max_exact) return ret + static_cast<int>(n);
+  // torch: max_exact + (log(n.float() / max_exact) / math.log(max_distance / max_exact)
+  //        * (num_buckets - max_exact)).to(long): float32 arithmetic, truncation.
+  const float x = std::log(static_cast<float>(n) / static_cast<float>(max_exact)) /
+                  static_cast<float>(std::log(static_cast<double>(max_distance) / max_exact)) *
+                  static_cast<float>(nb - max_exact);
+  const int large = max_exact + static_cast<int>(x);
+  return ret + (large < nb - 1 ? large : nb - 1);
+}
+
+}  // namespace stretch::ops

@@ -1,0 +1,126 @@
+// ops/attention.h — THE attention op of stretch (DESIGN.md §2): scaled dot-product attention
+// with a typed score-bias policy, forward and backward, fused and tiled on the CPU so that no
+// T×S score, probability or bias matrix is ever stored (memory O(T·D) per head).
+//
+// Contract
+//   q [B, H, T, D] queries, k/v [B, H, S, D] keys/values, S >= T. Query i sits at key position
+//   p_i = S − T + i (a cached prefix or memory of S − T keys may precede the queries).
+//   Key j is VISIBLE to query i iff
+//       j ≤ p_i                      (AttentionMask::Causal; Bidirectional: every j)
+//     and dist(i, j) < W             (when window W > 0; dist = p_i − j causal, |p_i − j|
+//                                     bidirectional: a symmetric local window)
+//     and key_padding[b, j] == 0     (when key_padding is given).
+//   score(h, i, j) = scale · q_i·k_j + bias_h(i, j), for visible keys only:
+//     BiasPolicy::None      0
+//     BiasPolicy::Alibi     −m'_h · f(p_i − j)    causal only (the paper's −m(i−j) form)
+//     BiasPolicy::AlibiSym  −m'_h · f(|p_i − j|)  either mask (bidirectional/encoder use)
+//         m'_h = slopes[h] · slope_scale; f by AlibiShape: Linear f(x) = x,
+//         Log f(x) = ln(1 + x), Clipped f(x) = min(x, cap).
+//     BiasPolicy::T5        table[t5_bucket(j − p_i), h] (t5_bucket below; T5's unidirectional
+//                           buckets when Causal, its bidirectional buckets when Bidirectional)
+//   P_ij = softmax_j(score)       lse_i = log Σ_j exp(score_ij)  (natural log, no dropout)
+//   out_i = Σ_j P_ij · Z_ij · v_j,  Z_ij = keep(b,h,i,j) / (1 − p) with
+//       keep = ops::dropout_keep(dropout, ((b·H + h)·T + i)·S + j)   (1 when dropout.p == 0)
+//   so the dropout mask depends only on (seed, stream, b, h, i, j): identical for any tiling,
+//   thread count, and in the reference.
+//   A row with no visible key (all its keys padded) gives out = 0, lse = −inf, and zero
+//   gradient — never NaN.
+//
+// Gradients ACCUMULATE (+=) into dq, dk, dv and into the learnable bias parameters of
+// AttentionGrads (null pointer = not learnable, not computed): dslopes [H] is ∂L/∂slopes
+// (the raw slopes, before slope_scale), dt5_table [NB, H] is ∂L/∂table.
+// Backward needs the forward's out and lse; it recomputes the probabilities from lse.
+//
+// Policies are functions of (h, p_i − j) only; the fast kernel evaluates them inside its inner
+// loop (a template per policy, so None costs nothing). A later policy with its own learnable
+// per-head parameter (Adaptive Span's soft mask) adds an enum value, an options struct and a
+// gradient pointer in AttentionGrads, exactly as Alibi (slopes) and T5 (table) do.
+//
+// Implementations: attention_cpu.cpp (fast: tiles, online softmax, OpenMP over (b, h, query
+// tile) forward and (b, h) backward; bitwise identical for any thread count), and ref:: in
+// attention_reference.cpp (naive: materialises one [T, S] score and bias matrix at a time; a
+// double-precision overload exists for float64 gradient checks).
+#pragma once
+#include <cstdint>
+
+#include "ops/dropout.h"
+
+namespace stretch::ops {
+
+enum class AttentionMask : uint8_t { Causal, Bidirectional };
+enum class BiasPolicy : uint8_t { None, Alibi, AlibiSym, T5 };
+enum class AlibiShape : uint8_t { Linear, Log, Clipped };
+
+struct AlibiOptions {
+  const float* slopes = nullptr;  // [H] from alibi_slopes(H) (or a learnable copy of them)
+  float slope_scale = 1.f;        // position interpolation: L_train / L_eval (arXiv:2310.13017)
+  AlibiShape shape = AlibiShape::Linear;
+  float cap = 0.f;                // AlibiShape::Clipped: distances beyond cap count as cap (> 0)
+};
+
+struct T5Options {
+  const float* table = nullptr;   // [NB, H] learned bias per (bucket, head)
+  int num_buckets = 32;           // NB
+  int max_distance = 128;
+};
+
+struct AttentionParams {
+  int64_t b = 0, h = 0, t = 0, s = 0, d = 0;  // B, H, T (queries), S (keys, S >= T), D
+  float scale = 0.f;                          // 0 means 1/sqrt(D)
+  AttentionMask mask = AttentionMask::Causal;
+  BiasPolicy bias = BiasPolicy::None;
+  AlibiOptions alibi{};                       // used when bias is Alibi or AlibiSym
+  T5Options t5{};                             // used when bias is T5
+  int64_t window = 0;                         // W: 0 = unlimited; composes with every policy
+  const uint8_t* key_padding = nullptr;       // [B, S] 1 = padded key (invisible); optional
+  DropoutParams dropout{};                    // attention dropout on P (p = 0 at evaluation)
+};
+
+struct AttentionGrads {
+  float* dslopes = nullptr;    // [H] += ∂L/∂slopes (Alibi/AlibiSym); null: slopes fixed
+  float* dt5_table = nullptr;  // [NB, H] += ∂L/∂table (T5); null: table fixed
+};
+
+// Throws stretch::Error (usage) naming the offending field when p is inconsistent.
+void attention_check(const AttentionParams& p);
+// 1/sqrt(D) when p.scale == 0, else p.scale.
+float attention_scale(const AttentionParams& p);
+
+// T5's relative-position bucket (Raffel et al. 2020, mesh_tensorflow/t5 _relative_position_bucket)
+// for rel = j − p_i. Unidirectional: n = max(−rel, 0); exact buckets below NB/2, then
+// logarithmic buckets up to max_distance, clamped to NB − 1. Bidirectional: NB halves, keys
+// after the query (rel > 0) use the upper half, n = |rel|. The logarithm is float32, as in T5.
+int t5_bucket(int64_t rel, int num_buckets, int max_distance, AttentionMask mask);
+
+// out [B, H, T, D], lse [B, H, T]; q [B, H, T, D], k/v [B, H, S, D].
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const AttentionParams& p);
+// dq [B, H, T, D] +=, dk/dv [B, H, S, D] +=, extra (see AttentionGrads) +=;
+// dout/out [B, H, T, D], lse [B, H, T] from attention_forward with the same p.
+void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& extra,
+                        const float* dout, const float* q, const float* k, const float* v,
+                        const float* out, const float* lse, const AttentionParams& p);
+
+namespace ref {
+// The oracle: naive loops over an explicit [T, S] score matrix and [T, S] bias matrix per
+// (b, h), masked softmax, plain matrix products. Same contract as above.
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const AttentionParams& p);
+void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& extra,
+                        const float* dout, const float* q, const float* k, const float* v,
+                        const float* out, const float* lse, const AttentionParams& p);
+
+// float64 evaluation for finite-difference checks: everything in double, the bias parameters
+// (slopes, table) read from p as float. dslopes [H] / dt5_table [NB, H] are double here.
+struct AttentionGradsF64 {
+  double* dslopes = nullptr;    // [H] +=
+  double* dt5_table = nullptr;  // [NB, H] +=
+};
+void attention_forward(double* out, double* lse, const double* q, const double* k, const double* v,
+                       const AttentionParams& p);
+void attention_backward(double* dq, double* dk, double* dv, const AttentionGradsF64& extra,
+                        const double* dout, const double* q, const double* k, const double* v,
+                        const double* out, const double* lse, const AttentionParams& p);
+}  // namespace ref
+
+}  // namespace stretch::ops

@@ -1,0 +1,79 @@
+// ops/attention_bias.h — internal to attention_cpu.cpp: the score-bias policies as the fused
+// kernel sees them. Every policy is a function of (head h, rel = j − p_i) only, so the kernel
+// asks a per-head evaluator for a contiguous run of keys: `ev(s, n, rel0, scale)` turns raw
+// dot products s[0..n) of one query row into scores scale·s[jj] + bias_h(rel0 + jj).
+// Evaluators are templates, so BiasEval::None costs nothing and linear ALiBi is one FMA;
+// shapes without a cheap closed form (ALiBi log/clipped, T5) read a per-head table over rel
+// built once per call (O(H·(S+T)) floats, never a T×S matrix).
+// Learnable parameters: the kernel accumulates g_h[rel] = Σ_{(i,j): j−p_i=rel} ∂L/∂score_ij
+// per (b, h); BiasSetup::reduce_grad turns g into ∂L/∂θ for the policy's per-head
+// parameters θ (the slope: Σ g·(−slope_scale·f); T5: table[bucket] += g). A later policy with
+// its own per-head parameter (Adaptive Span's z_h) adds a table and a reduce rule here.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "ops/attention.h"
+
+namespace stretch::ops::attn {
+
+enum class BiasEval : uint8_t { None, Linear, SymLinear, Table };
+
+struct BiasSetup {
+  BiasEval eval = BiasEval::None;
+  std::vector<float> slope_eff;   // [H] slopes·slope_scale (Linear, SymLinear)
+  std::vector<float> table;       // [H, rel_n] bias_h(rel_lo + x) (Table)
+  int32_t rel_lo = 0;             // smallest rel the kernel evaluates: −(S − 1)
+  int32_t rel_n = 0;              // rels −(S−1) .. T−1 (T−1 reached only by masked entries)
+  int n_params = 0;               // learnable parameters per head with a gradient requested
+};
+
+// Builds the evaluator data for p (already checked). `learn` asks for gradient reduction
+// (true when the matching AttentionGrads pointer is non-null).
+BiasSetup bias_setup(const AttentionParams& p, bool learn);
+// dtheta [n_params] += ∂L/∂θ_h from g [rel_n] of head h.
+void bias_reduce_grad(const BiasSetup& bs, const AttentionParams& p, int64_t h, const float* g, double* dtheta);
+// Adds the per-(b, h) partials [B·H, n_params] into the caller's gradient (fixed order over b).
+void bias_scatter_grad(const BiasSetup& bs, const AttentionParams& p, const double* partial,
+                       const AttentionGrads& extra);
+
+struct EvalNone {
+  EvalNone(const BiasSetup&, int64_t) {}
+  void operator()(float* s, int n, int32_t, float scale) const {
+#pragma omp simd
+    for (int jj = 0; jj < n; ++jj) s[jj] *= scale;
+  }
+};
+
+// −m·(p − j) = m·rel (causal: rel ≤ 0 for every visible key).
+struct EvalLinear {
+  float m;
+  EvalLinear(const BiasSetup& bs, int64_t h) : m(bs.slope_eff[h]) {}
+  void operator()(float* s, int n, int32_t rel0, float scale) const {
+#pragma omp simd
+    for (int jj = 0; jj < n; ++jj) s[jj] = s[jj] * scale + m * static_cast<float>(rel0 + jj);
+  }
+};
+
+// −m·|p − j|.
+struct EvalSymLinear {
+  float m;
+  EvalSymLinear(const BiasSetup& bs, int64_t h) : m(bs.slope_eff[h]) {}
+  void operator()(float* s, int n, int32_t rel0, float scale) const {
+#pragma omp simd
+    for (int jj = 0; jj < n; ++jj) s[jj] = s[jj] * scale - m * std::fabs(static_cast<float>(rel0 + jj));
+  }
+};
+
+struct EvalTable {
+  const float* at_rel0;  // table row of head h, indexed by rel directly
+  EvalTable(const BiasSetup& bs, int64_t h) : at_rel0(bs.table.data() + h * bs.rel_n - bs.rel_lo) {}
+  void operator()(float* s, int n, int32_t rel0, float scale) const {
+    const float* t = at_rel0 + rel0;
+#pragma omp simd
+    for (int jj = 0; jj < n; ++jj) s[jj] = s[jj] * scale + t[jj];
+  }
+};
+
+}  // namespace stretch::ops::attn

@@ -1,0 +1,437 @@
+// ops/attention_cpu.cpp — the fused CPU attention kernel (contract in ops/attention.h).
+//
+// Forward, per (b, h, query tile of kBq rows), OpenMP-parallel with the largest causal tiles
+// scheduled first: for each key tile of kBk keys that holds at least one visible key,
+//   S = Q_tile · K_tileᵀ (tile_gemm on a per-call transposed copy of K, [D, S]),
+//   s = scale·S + bias (policy evaluator, template), mask (only on tiles that need it),
+//   online softmax (running max m, running sum l, rescale of the output accumulator),
+//   dropout on the probabilities, O += P · V_tile.
+// Causal tiles entirely above the diagonal and tiles entirely outside the window are never
+// visited. Memory: the output accumulator [kBq, D] and one [kBq, kBk] tile per thread, the
+// transposed K (same size as K), bias tables O(H·(S+T)) — never a T×S matrix.
+//
+// Backward, per (b, h) (one thread owns all of a head's dK, dV and dQ, so the result is
+// bitwise identical for any thread count): delta_i = dout_i·out_i first; then for each key
+// tile, accumulating dK_tile and dV_tile in registers-near buffers, for each query tile that
+// sees it: recompute S and P = exp(s − lse_i), dP = dO·Vᵀ, dS = P ∘ (dP·Z − delta),
+// dV += (P∘Z)ᵀ dO, dK += scale·dSᵀ Q, dQ += scale·dS K, and for learnable bias parameters
+// g_h[j − p_i] += dS (reduced to ∂L/∂θ by attention_bias.cpp, summed over b in fixed order).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "ops/attention.h"
+#include "ops/attention_bias.h"
+#include "ops/attention_tile.h"
+#include "tensor/pool.h"
+
+namespace stretch::ops {
+namespace {
+
+using attn::ALayout;
+using attn::BiasEval;
+using attn::BiasSetup;
+using attn::Init;
+using attn::tile_gemm;
+
+constexpr int kBq = 64;  // query rows per tile
+constexpr int kBk = 64;  // keys per tile (a multiple of attn::kNr)
+static_assert(kBk % attn::kNr == 0, "key tiles must be whole micro-kernel blocks");
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// A buffer from the tensor pool (64-byte aligned, cached between calls).
+template <class T>
+class PoolArray {
+ public:
+  explicit PoolArray(size_t n) : n_(n), p_(static_cast<T*>(pool_alloc(std::max<size_t>(n, 1) * sizeof(T)))) {}
+  ~PoolArray() { pool_free(p_, std::max<size_t>(n_, 1) * sizeof(T)); }
+  PoolArray(const PoolArray&) = delete;
+  PoolArray& operator=(const PoolArray&) = delete;
+  T* data() { return p_; }
+  T& operator[](size_t i) { return p_[i]; }
+
+ private:
+  size_t n_;
+  T* p_;
+};
+
+struct Geo {
+  int64_t B, H, T, S, D;
+  int64_t off;           // S − T: key position of query 0
+  int64_t s_pad;         // S rounded up to kBk
+  int64_t n_qt, n_kt;    // query tiles, key tiles
+  float scale;
+  bool causal;
+  int64_t W;             // window, 0 = unlimited
+  const uint8_t* pad;    // [B, S] or null
+  DropoutParams dropout;
+};
+
+Geo make_geo(const AttentionParams& p) {
+  attention_check(p);
+  Geo g{};
+  g.B = p.b, g.H = p.h, g.T = p.t, g.S = p.s, g.D = p.d;
+  g.off = p.s - p.t;
+  g.n_qt = (p.t + kBq - 1) / kBq;
+  g.n_kt = (p.s + kBk - 1) / kBk;
+  g.s_pad = g.n_kt * kBk;
+  g.scale = attention_scale(p);
+  g.causal = p.mask == AttentionMask::Causal;
+  g.W = p.window;
+  g.pad = p.key_padding;
+  g.dropout = p.dropout;
+  return g;
+}
+
+// Keys [lo, hi) visible to the query at key position pos, before key padding.
+struct KeyRange {
+  int64_t lo, hi;
+};
+KeyRange row_keys(const Geo& g, int64_t pos) {
+  KeyRange r{0, g.S};
+  if (g.causal) r.hi = pos + 1;
+  if (g.W > 0) {
+    r.lo = std::max<int64_t>(0, pos - g.W + 1);
+    if (!g.causal) r.hi = std::min(r.hi, pos + g.W);
+  }
+  return r;
+}
+
+// dst [B·H, D, s_pad] = per-head transpose of src [B·H, S, D], zero for keys ≥ S.
+void pack_transposed(float* dst, const float* src, const Geo& g) {
+  const int64_t BH = g.B * g.H, S = g.S, D = g.D, SP = g.s_pad;
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    const float* s = src + bh * S * D;
+    float* d = dst + bh * D * SP;
+    for (int64_t j0 = 0; j0 < SP; j0 += 16)
+      for (int64_t dd = 0; dd < D; ++dd)
+        for (int64_t j = j0; j < j0 + 16; ++j) d[dd * SP + j] = j < S ? s[j * D + dd] : 0.f;
+  }
+}
+
+// pad_tile [B, n_kt]: 1 when any key of the tile is padded.
+void padded_tiles(uint8_t* pad_tile, const Geo& g) {
+  for (int64_t b = 0; b < g.B; ++b)
+    for (int64_t kt = 0; kt < g.n_kt; ++kt) {
+      uint8_t any = 0;
+      if (g.pad != nullptr)
+        for (int64_t j = kt * kBk; j < std::min(g.S, (kt + 1) * kBk); ++j) any |= g.pad[b * g.S + j] != 0;
+      pad_tile[b * g.n_kt + kt] = any;
+    }
+}
+
+// True when every (row, key) of rows at positions [p0, p1] × keys [j0, j0+nk) is visible.
+bool tile_all_visible(const Geo& g, int64_t p0, int64_t p1, int64_t j0, int64_t nk, bool padded) {
+  if (padded) return false;
+  return row_keys(g, p0).hi >= j0 + nk && row_keys(g, p1).lo <= j0;
+}
+
+// s[0..nk) = −inf where key j0+jj is invisible to the query at pos.
+inline void mask_row(float* s, int nk, const Geo& g, int64_t b, int64_t pos, int64_t j0) {
+  const KeyRange kr = row_keys(g, pos);
+  const uint8_t* pad = g.pad != nullptr ? g.pad + b * g.S + j0 : nullptr;
+  for (int jj = 0; jj < nk; ++jj) {
+    const int64_t j = j0 + jj;
+    const bool vis = j >= kr.lo && j < kr.hi && (pad == nullptr || pad[jj] == 0);
+    s[jj] = vis ? s[jj] : kNegInf;
+  }
+}
+
+// Dropout factor Z for (b, h, i, j0 + jj), jj < nk: keep / (1 − p) or 0.
+inline void dropout_row(float* z, int nk, const Geo& g, int64_t bh, int64_t i, int64_t j0) {
+  const float inv = 1.f / (1.f - g.dropout.p);
+  const int64_t base = (bh * g.T + i) * g.S + j0;
+  for (int jj = 0; jj < nk; ++jj) z[jj] = dropout_keep(g.dropout, base + jj) ? inv : 0.f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward
+
+struct FwdScratch {
+  float* s;  // [kBq, kBk] scores, then probabilities
+  float* o;  // [kBq, D] output accumulator
+  float* m;  // [kBq] running max
+  float* l;  // [kBq] running sum
+  float* z;  // [kBk] dropout factors of one row
+};
+
+template <class Eval>
+void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, int64_t bh, int64_t qt,
+                        float* out, float* lse, const float* q, const float* kt_pack, const float* v,
+                        FwdScratch& w) {
+  const int64_t b = bh / g.H, h = bh % g.H, D = g.D;
+  const int64_t i0 = qt * kBq;
+  const int mq = static_cast<int>(std::min<int64_t>(kBq, g.T - i0));
+  const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
+  const int64_t j_lo = row_keys(g, p0).lo, j_hi = row_keys(g, p1).hi;
+  const float* Q = q + (bh * g.T + i0) * D;
+  const float* Kt = kt_pack + bh * D * g.s_pad;
+  const float* V = v + bh * g.S * D;
+  const Eval ev(bs, h);
+
+  std::fill(w.o, w.o + mq * D, 0.f);
+  std::fill(w.m, w.m + mq, kNegInf);
+  std::fill(w.l, w.l + mq, 0.f);
+  for (int64_t kt = j_lo / kBk; kt * kBk < j_hi; ++kt) {
+    const int64_t j0 = kt * kBk;
+    const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
+    const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
+    tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q, D, Kt + j0, g.s_pad, w.s, kBk);
+    for (int r = 0; r < mq; ++r) {
+      float* s = w.s + r * kBk;
+      const int64_t pos = p0 + r;
+      ev(s, nk, static_cast<int32_t>(j0 - pos), g.scale);
+      if (masked) mask_row(s, nk, g, b, pos, j0);
+      float mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+      for (int jj = 0; jj < nk; ++jj) mx = std::max(mx, s[jj]);
+      const float m_new = std::max(w.m[r], mx);
+      if (m_new == kNegInf) {  // nothing visible in this row yet
+        std::fill(s, s + nk, 0.f);
+        continue;
+      }
+      float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+      for (int jj = 0; jj < nk; ++jj) {
+        const float e = expf(s[jj] - m_new);
+        s[jj] = e;
+        sum += e;
+      }
+      const float alpha = expf(w.m[r] - m_new);  // 0 when m was −inf
+      w.l[r] = w.l[r] * alpha + sum;
+      w.m[r] = m_new;
+      if (alpha != 1.f) {
+        float* o = w.o + r * D;
+#pragma omp simd
+        for (int64_t d = 0; d < D; ++d) o[d] *= alpha;
+      }
+      if (g.dropout.p > 0.f) {
+        dropout_row(w.z, nk, g, bh, i0 + r, j0);
+#pragma omp simd
+        for (int jj = 0; jj < nk; ++jj) s[jj] *= w.z[jj];
+      }
+    }
+    tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.s, kBk, V + j0 * D, D, w.o, D);
+  }
+  for (int r = 0; r < mq; ++r) {
+    float* o = out + (bh * g.T + i0 + r) * D;
+    const float* acc = w.o + r * D;
+    if (w.l[r] > 0.f) {
+      const float inv = 1.f / w.l[r];
+      for (int64_t d = 0; d < D; ++d) o[d] = acc[d] * inv;
+      lse[bh * g.T + i0 + r] = w.m[r] + std::log(w.l[r]);
+    } else {  // no visible key
+      std::fill(o, o + D, 0.f);
+      lse[bh * g.T + i0 + r] = kNegInf;
+    }
+  }
+}
+
+template <class Eval>
+void forward_run(const Geo& g, const BiasSetup& bs, float* out, float* lse, const float* q, const float* k,
+                 const float* v) {
+  const int64_t BH = g.B * g.H, D = g.D;
+  PoolArray<float> kt_pack(static_cast<size_t>(BH * D * g.s_pad));
+  pack_transposed(kt_pack.data(), k, g);
+  PoolArray<uint8_t> pad_tile(static_cast<size_t>(g.B * g.n_kt));
+  padded_tiles(pad_tile.data(), g);
+
+  const int nthr = omp_get_max_threads();
+  const size_t per = static_cast<size_t>(kBq * kBk + kBq * D + 2 * kBq + kBk);
+  PoolArray<float> scratch(per * nthr);
+  const int64_t n_work = BH * g.n_qt;
+#pragma omp parallel num_threads(nthr)
+  {
+    float* base = scratch.data() + per * omp_get_thread_num();
+    FwdScratch w{base, base + kBq * kBk, base + kBq * kBk + kBq * D, base + kBq * kBk + kBq * D + kBq,
+                 base + kBq * kBk + kBq * D + 2 * kBq};
+    // Largest causal query tiles (the last ones) first, for dynamic load balance.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t wi = 0; wi < n_work; ++wi) {
+      const int64_t qt = g.n_qt - 1 - wi / BH, bh = wi % BH;
+      forward_query_tile<Eval>(g, bs, pad_tile.data(), bh, qt, out, lse, q, kt_pack.data(), v, w);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward
+
+struct BwdScratch {
+  float* s;   // [kBq, kBk] scores, then P∘Z
+  float* dp;  // [kBq, kBk] dP, then scale·dS
+  float* dk;  // [kBk, D] dK accumulator of one key tile
+  float* dv;  // [kBk, D] dV accumulator of one key tile
+  float* z;   // [kBk] dropout factors of one row
+  float* gr;  // [rel_n] ∂L/∂bias by relative offset (learnable bias only)
+};
+
+template <class Eval>
+void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, int64_t bh, float* dq, float* dk,
+                   float* dv, const float* dout, const float* q, const float* k, const float* lse,
+                   const float* delta, const float* kt_pack, const float* vt_pack, BwdScratch& w) {
+  const int64_t b = bh / g.H, h = bh % g.H, D = g.D, T = g.T;
+  const float* Q = q + bh * T * D;
+  const float* dO = dout + bh * T * D;
+  const float* K = k + bh * g.S * D;
+  const float* Kt = kt_pack + bh * D * g.s_pad;
+  const float* Vt = vt_pack + bh * D * g.s_pad;
+  float* dQ = dq + bh * T * D;
+  const bool learn = bs.n_params > 0;
+  const Eval ev(bs, h);
+  const float inf = std::numeric_limits<float>::infinity();
+  if (learn) std::fill(w.gr, w.gr + bs.rel_n, 0.f);
+
+  for (int64_t kt = 0; kt < g.n_kt; ++kt) {
+    const int64_t j0 = kt * kBk;
+    const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
+    // Queries that see at least one key of [j0, j0 + nk).
+    int64_t i_lo = 0, i_hi = T;
+    if (g.causal) i_lo = std::max<int64_t>(0, j0 - g.off);
+    if (g.W > 0) {
+      if (!g.causal) i_lo = std::max<int64_t>(0, j0 - g.W + 1 - g.off);
+      i_hi = std::min<int64_t>(T, j0 + nk + g.W - 1 - g.off);
+    }
+    if (i_lo >= i_hi) continue;
+    std::fill(w.dk, w.dk + nk * D, 0.f);
+    std::fill(w.dv, w.dv + nk * D, 0.f);
+    for (int64_t qt = i_lo / kBq; qt * kBq < i_hi; ++qt) {
+      const int64_t i0 = qt * kBq;
+      const int mq = static_cast<int>(std::min<int64_t>(kBq, T - i0));
+      const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
+      const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
+      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q + i0 * D, D, Kt + j0, g.s_pad, w.s, kBk);
+      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), dO + i0 * D, D, Vt + j0, g.s_pad, w.dp,
+                                           kBk);
+      for (int r = 0; r < mq; ++r) {
+        const int64_t i = i0 + r, pos = p0 + r;
+        float* s = w.s + r * kBk;
+        float* dp = w.dp + r * kBk;
+        const int32_t rel0 = static_cast<int32_t>(j0 - pos);
+        ev(s, nk, rel0, g.scale);
+        if (masked) mask_row(s, nk, g, b, pos, j0);
+        const float L = lse[bh * T + i] == kNegInf ? inf : lse[bh * T + i];  // empty row: P = 0
+        const float dl = delta[bh * T + i];
+        if (g.dropout.p > 0.f) {
+          dropout_row(w.z, nk, g, bh, i, j0);
+#pragma omp simd
+          for (int jj = 0; jj < nk; ++jj) {
+            const float pr = expf(s[jj] - L);
+            dp[jj] = pr * (dp[jj] * w.z[jj] - dl);
+            s[jj] = pr * w.z[jj];
+          }
+        } else {
+#pragma omp simd
+          for (int jj = 0; jj < nk; ++jj) {
+            const float pr = expf(s[jj] - L);
+            dp[jj] = pr * (dp[jj] - dl);
+            s[jj] = pr;
+          }
+        }
+        if (learn) {
+          float* gr = w.gr + (rel0 - bs.rel_lo);
+#pragma omp simd
+          for (int jj = 0; jj < nk; ++jj) gr[jj] += dp[jj];
+        }
+#pragma omp simd
+        for (int jj = 0; jj < nk; ++jj) dp[jj] *= g.scale;
+      }
+      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.s, kBk, dO + i0 * D, D, w.dv, D);
+      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.dp, kBk, Q + i0 * D, D, w.dk, D);
+      tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * D, D, dQ + i0 * D,
+                                                 D);
+    }
+    float* dK = dk + (bh * g.S + j0) * D;
+    float* dV = dv + (bh * g.S + j0) * D;
+#pragma omp simd
+    for (int64_t x = 0; x < nk * D; ++x) {
+      dK[x] += w.dk[x];
+      dV[x] += w.dv[x];
+    }
+  }
+}
+
+template <class Eval>
+void backward_run(const Geo& g, const BiasSetup& bs, const AttentionParams& p, const AttentionGrads& extra,
+                  float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                  const float* v, const float* out, const float* lse) {
+  const int64_t BH = g.B * g.H, D = g.D, T = g.T;
+  PoolArray<float> delta(static_cast<size_t>(BH * T));
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < BH * T; ++r) {
+    float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t d = 0; d < D; ++d) acc += dout[r * D + d] * out[r * D + d];
+    delta[r] = acc;
+  }
+  PoolArray<float> kt_pack(static_cast<size_t>(BH * D * g.s_pad));
+  PoolArray<float> vt_pack(static_cast<size_t>(BH * D * g.s_pad));
+  pack_transposed(kt_pack.data(), k, g);
+  pack_transposed(vt_pack.data(), v, g);
+  PoolArray<uint8_t> pad_tile(static_cast<size_t>(g.B * g.n_kt));
+  padded_tiles(pad_tile.data(), g);
+  const size_t n_partial = static_cast<size_t>(BH) * bs.n_params;
+  PoolArray<double> partial(n_partial);
+  std::fill(partial.data(), partial.data() + n_partial, 0.0);
+
+  const int nthr = omp_get_max_threads();
+  const size_t rel = bs.n_params > 0 ? static_cast<size_t>(bs.rel_n) : 0;
+  const size_t per = static_cast<size_t>(2 * kBq * kBk + 2 * kBk * D + kBk) + rel;
+  PoolArray<float> scratch(per * nthr);
+#pragma omp parallel num_threads(nthr)
+  {
+    float* base = scratch.data() + per * omp_get_thread_num();
+    BwdScratch w{base, base + kBq * kBk, base + 2 * kBq * kBk, base + 2 * kBq * kBk + kBk * D,
+                 base + 2 * kBq * kBk + 2 * kBk * D, base + 2 * kBq * kBk + 2 * kBk * D + kBk};
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < BH; ++bh) {
+      backward_head<Eval>(g, bs, pad_tile.data(), bh, dq, dk, dv, dout, q, k, lse, delta.data(), kt_pack.data(),
+                          vt_pack.data(), w);
+      if (bs.n_params > 0) attn::bias_reduce_grad(bs, p, bh % g.H, w.gr, partial.data() + bh * bs.n_params);
+    }
+  }
+  attn::bias_scatter_grad(bs, p, partial.data(), extra);
+}
+
+bool wants_grad(const AttentionParams& p, const AttentionGrads& extra) {
+  if (p.bias == BiasPolicy::Alibi || p.bias == BiasPolicy::AlibiSym) return extra.dslopes != nullptr;
+  if (p.bias == BiasPolicy::T5) return extra.dt5_table != nullptr;
+  return false;
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const AttentionParams& p) {
+  const Geo g = make_geo(p);
+  const BiasSetup bs = attn::bias_setup(p, false);
+  switch (bs.eval) {
+    case BiasEval::None: return forward_run<attn::EvalNone>(g, bs, out, lse, q, k, v);
+    case BiasEval::Linear: return forward_run<attn::EvalLinear>(g, bs, out, lse, q, k, v);
+    case BiasEval::SymLinear: return forward_run<attn::EvalSymLinear>(g, bs, out, lse, q, k, v);
+    case BiasEval::Table: return forward_run<attn::EvalTable>(g, bs, out, lse, q, k, v);
+  }
+}
+
+void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& extra, const float* dout,
+                        const float* q, const float* k, const float* v, const float* out, const float* lse,
+                        const AttentionParams& p) {
+  const Geo g = make_geo(p);
+  const BiasSetup bs = attn::bias_setup(p, wants_grad(p, extra));
+  switch (bs.eval) {
+    case BiasEval::None:
+      return backward_run<attn::EvalNone>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+    case BiasEval::Linear:
+      return backward_run<attn::EvalLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+    case BiasEval::SymLinear:
+      return backward_run<attn::EvalSymLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+    case BiasEval::Table:
+      return backward_run<attn::EvalTable>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+  }
+}
+
+}  // namespace stretch::ops
