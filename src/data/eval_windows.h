@@ -1,0 +1,61 @@
+// data/eval_windows.h — fairseq-eval-lm's evaluation windows (REFERENCE.md §4.4).
+// Contract, for model length L = tokens_per_sample and context c = context_window
+// (0 <= c < L; --stride S is the same as c = L − S):
+//   * Blocks are TokenBlocks of L − c tokens in natural order (break mode as given).
+//   * A running buffer prev of earlier source tokens starts empty. For each block in order
+//     (LMContextWindowDataset.collater): trim prev from the left so len(prev) + len(block)
+//     <= L; the input row is prev ‖ block source ‖ pads, the target row is pad except
+//     positions [len(prev), len(prev) + len(block)) which hold the block's targets,
+//     start = len(prev); then prev = the last c non-pad tokens of the input row.
+//     So every scored token after the first c has at least c tokens of context, and each
+//     token of the split is scored exactly once (the first one from the initial </s>).
+//   * c = 0 gives the plain blocks (input = source, target = target, start 0).
+//   * Windows are batched in order by batch_by_size on block lengths (fairseq: max_tokens
+//     counts the new tokens, not the context); all rows of a batch have width
+//     (longest block in the batch) + c, right-padded. The windows do not depend on the
+//     batching. Test vectors (L = 4, stream 10..19): see tests/data/test_eval_windows.cpp.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "data/batch.h"
+#include "data/batch_iterator.h"
+#include "data/token_blocks.h"
+
+namespace stretch::data {
+
+struct EvalWindowParams {
+  int64_t tokens_per_sample = 512;  // L: the longest input row the model sees
+  int64_t context_window = 0;       // c: tokens of context kept before each block
+  BreakMode break_mode = BreakMode::None;
+  BatchSizeParams size{.max_tokens = 0, .max_sentences = 1, .required_batch_size_multiple = 1};
+  int32_t pad = 1;
+  int32_t eos = 2;
+
+  // The --stride S form: c = L − S (1 <= S <= L).
+  static EvalWindowParams from_stride(int64_t tokens_per_sample, int64_t stride);
+};
+
+class EvalWindows {
+ public:
+  EvalWindows(std::shared_ptr<const TokenStream> stream, EvalWindowParams p);
+
+  int64_t num_windows() const { return blocks_->size(); }
+  int64_t num_batches() const { return static_cast<int64_t>(batches_.size()); }
+  int64_t scored_tokens() const { return blocks_->stream().total_tokens(); }
+  // Fill the next batch of windows in order; false when all windows were given.
+  bool next(Batch& out);
+  void reset();  // back to the first window (prev emptied)
+  const TokenBlocks& blocks() const { return *blocks_; }
+
+ private:
+  EvalWindowParams p_;
+  std::shared_ptr<const TokenBlocks> blocks_;
+  std::vector<std::vector<int64_t>> batches_;
+  int64_t next_batch_ = 0;
+  std::vector<int32_t> prev_;
+  std::vector<int32_t> row_;  // scratch
+};
+
+}  // namespace stretch::data

@@ -1,0 +1,217 @@
+// data/preprocess.cpp — see preprocess.h.
+#include "data/preprocess.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "data/indexed_dataset.h"
+#include "data/mapped_file.h"
+
+namespace fs = std::filesystem;
+
+namespace stretch::data {
+
+namespace {
+
+struct SplitInput {
+  std::string name, path, flag;
+  MappedFile file;
+};
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (true) {
+    size_t c = s.find(',', pos);
+    out.push_back(s.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  return out;
+}
+
+std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+void warn_utf8(const std::string& path, const Utf8Report& r) {
+  if (r.invalid_sequences == 0) return;
+  log_warning(path + ": " + with_commas(r.invalid_sequences) +
+              " byte(s) that are not valid UTF-8, the first at byte offset " + std::to_string(r.first_offset) +
+              "; they are kept inside tokens as raw bytes (fairseq-preprocess would stop with a UnicodeDecodeError; "
+              "use --byte-level for binary data)");
+}
+
+// A temporary directory next to the destination, removed unless committed.
+class StagingDir {
+ public:
+  explicit StagingDir(const fs::path& dest) : dest_(dest) {
+    const fs::path parent = dest.has_parent_path() ? dest.parent_path() : fs::path(".");
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec)
+      fail_io(parent.string(), "cannot create the directory for --destdir " + dest.string() + ": " + ec.message(),
+              "choose a --destdir in a writable location");
+    std::string templ = (parent / ("." + dest.filename().string() + ".tmp-XXXXXX")).string();
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data()))
+      fail_io(dest.string(), std::string("cannot write into ") + parent.string() + ": " + std::strerror(errno),
+              "choose a --destdir in a writable location, or fix the directory's permissions");
+    path_ = buf.data();
+    // mkdtemp makes it 0700; the output should get the usual permissions (0777 & ~umask).
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    fs::permissions(path_, static_cast<fs::perms>(0777 & ~mask), ec);
+  }
+  ~StagingDir() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      fs::remove_all(path_, ec);
+    }
+  }
+  const fs::path& path() const { return path_; }
+
+  // Move everything into dest: a rename of the whole directory when dest does not exist,
+  // else one rename per file (each atomic; together they replace the files of one run).
+  void commit() {
+    std::error_code ec;
+    if (!fs::exists(dest_, ec)) {
+      fs::rename(path_, dest_, ec);
+      if (ec) fail_io(dest_.string(), "cannot move the finished output into place: " + ec.message());
+      path_.clear();
+      return;
+    }
+    for (const auto& entry : fs::directory_iterator(path_)) {
+      fs::rename(entry.path(), dest_ / entry.path().filename(), ec);
+      if (ec)
+        fail_io((dest_ / entry.path().filename()).string(), "cannot move the finished file into place: " + ec.message());
+    }
+    fs::remove(path_, ec);
+    path_.clear();
+  }
+
+ private:
+  fs::path dest_, path_;
+};
+
+}  // namespace
+
+PreprocessReport preprocess(const PreprocessConfig& cfg) {
+  // 1. Check flags and open every input before writing anything.
+  if (cfg.trainpref.empty() && cfg.validpref.empty() && cfg.testpref.empty())
+    fail_usage("nothing to do: give --trainpref, --validpref and/or --testpref");
+  if (cfg.srcdict.empty() && cfg.trainpref.empty())
+    fail_usage("--trainpref is required to build a dictionary", "or pass an existing dictionary with --srcdict");
+  if (cfg.workers < 1) fail_usage("--workers " + std::to_string(cfg.workers) + " must be at least 1");
+  if (cfg.destdir.empty()) fail_usage("--destdir must not be empty");
+  fs::path dest = fs::absolute(fs::path(cfg.destdir)).lexically_normal();
+  if (dest.filename().empty()) dest = dest.parent_path();  // "data-bin/ptb/" -> "data-bin/ptb"
+  {
+    std::error_code ec;
+    if (fs::exists(dest, ec) && !fs::is_directory(dest, ec))
+      fail_io(dest.string(), "--destdir exists and is not a directory", "choose another --destdir");
+  }
+  std::vector<SplitInput> inputs;
+  auto add = [&](const std::string& flag, const std::string& base, const std::string& list) {
+    if (list.empty()) return;
+    auto paths = split_commas(list);
+    for (size_t k = 0; k < paths.size(); ++k) {
+      SplitInput in;
+      in.name = k == 0 ? base : base + std::to_string(k);
+      in.path = paths[k];
+      in.flag = flag;
+      if (in.path.empty()) fail_usage(flag + " " + list + ": empty file name");
+      in.file = MappedFile::open(in.path, flag);
+      if (in.file.size() == 0)
+        fail_input(in.path, "the file is empty (0 bytes; from " + flag + ")",
+                   "every split needs at least one line of text; check the path");
+      inputs.push_back(std::move(in));
+    }
+  };
+  add("--trainpref", "train", cfg.trainpref);
+  add("--validpref", "valid", cfg.validpref);
+  add("--testpref", "test", cfg.testpref);
+  const ScanParams scan{.mode = cfg.mode, .workers = cfg.workers, .range_bytes = 0};
+
+  // 2. The dictionary.
+  Dictionary dict;
+  if (!cfg.srcdict.empty()) {
+    dict = Dictionary::load(cfg.srcdict);
+    if (cfg.mode == TokenMode::Byte && !dict.is_byte_level())
+      fail_usage("--byte-level with --srcdict " + cfg.srcdict + ": the dictionary's symbols are not byte values 0..255",
+                 "pass a dictionary made with --byte-level, or drop --byte-level");
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    dict = build_dictionary({&inputs.front().file}, scan, cfg.finalize);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " (counted in %.2f s)", s);
+    log_info("preprocess: dictionary from " + inputs.front().path + ": " + with_commas(dict.size()) + " types" + buf);
+  }
+
+  // 3. Write everything into a staging directory, then move it into place.
+  StagingDir stage(dest);
+  PreprocessReport report;
+  report.dict_size = dict.size();
+  report.dict_hash = dict.content_hash();
+  dict.save((stage.path() / "dict.txt").string());
+  const DTypeCode dtype = dtype_for_vocab(dict.size());
+  nlohmann::json meta;
+  meta["format"] = "fairseq MMIDIDX v1";
+  meta["written_by"] = "stretch preprocess";
+  meta["mode"] = cfg.mode == TokenMode::Byte ? "byte-level" : "text";
+  meta["dict_size"] = dict.size();
+  meta["dict_hash"] = report.dict_hash;
+  meta["dtype"] = dtype_code_name(dtype);
+  for (auto& in : inputs) {
+    const auto t0 = std::chrono::steady_clock::now();
+    IndexedDatasetWriter writer((stage.path() / in.name).string(), dtype);
+    BinarizeStats st = binarize_file(in.file, dict, scan, writer);
+    writer.finish();
+    SplitReport r;
+    r.name = in.name;
+    r.source = in.path;
+    r.stats = st;
+    r.bytes = static_cast<int64_t>(in.file.size());
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    warn_utf8(in.path, st.utf8);
+    char pct[128];
+    std::snprintf(pct, sizeof pct, "%.3f%% replaced by <unk> (%.1f MB in %.2f s)", st.replaced_percent(),
+                  static_cast<double>(r.bytes) / 1e6, r.seconds);
+    log_info("preprocess: " + in.name + ": " + in.path + ": " + with_commas(st.lines) + " lines, " +
+             with_commas(st.tokens) + " tokens, " + pct);
+    meta["splits"][in.name] = {{"source", in.path},      {"lines", st.lines},
+                               {"tokens", st.tokens},    {"replaced_by_unk", st.replaced},
+                               {"invalid_utf8", st.utf8.invalid_sequences}};
+    report.splits.push_back(r);
+  }
+  {
+    const std::string path = (stage.path() / "preprocess.json").string();
+    std::ofstream f(path);
+    f << meta.dump(2) << "\n";
+    f.close();
+    if (!f) fail_io(path, "write failed (disk full?)");
+  }
+  stage.commit();
+  log_info("preprocess: wrote " + dest.string() + "/ (dict.txt, " + std::to_string(inputs.size()) + " split(s), " +
+           dtype_code_name(dtype) + " ids)");
+  return report;
+}
+
+}  // namespace stretch::data
