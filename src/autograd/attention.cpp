@@ -54,6 +54,7 @@ Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& i
   const Var& table = in.t5_table;
   if (needs_grad({&q, &k, &v, &table})) {
     Tensor key_padding = in.key_padding;  // keeps p.key_padding alive until backward
+    out.set_requires_grad(true);
     tape().push([q, k, v, table, out, lse, p, key_padding] {
       ops::AttentionGrads extra;
       if (p.bias == ops::BiasPolicy::T5 && table.requires_grad()) extra.dt5_table = table.grad_data();
@@ -76,6 +77,7 @@ Var rope(const Var& x, int64_t pos0, float base) {
   Var y(Tensor::empty(s));
   ops::rope_forward(y.data(), x.data(), d);
   if (needs_grad({&x})) {
+    y.set_requires_grad(true);
     tape().push([x, y, d] {
       ops::rope_backward(x.grad_data(), y.grad_data(), d);
       y.release_grad();

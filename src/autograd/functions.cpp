@@ -24,6 +24,7 @@ Var linear(const Var& x, const Var& w, const Var& b) {
   Var y(Tensor::empty(with_last(x.shape(), outf)));
   ops::linear_forward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, d);
   if (needs_grad({&x, &w, &b})) {
+    y.set_requires_grad(true);
     tape().push([x, w, b, y, d] {
       ops::linear_backward(x.requires_grad() ? x.grad_data() : nullptr, w.requires_grad() ? w.grad_data() : nullptr,
                            b.defined() && b.requires_grad() ? b.grad_data() : nullptr, y.grad_data(), x.data(),
@@ -41,6 +42,7 @@ Var layer_norm(const Var& x, const Var& w, const Var& b, float eps) {
   Tensor mean = Tensor::empty({d.n}), rstd = Tensor::empty({d.n});
   ops::layernorm_forward(y.data(), mean.f32(), rstd.f32(), x.data(), w.data(), b.data(), d);
   if (needs_grad({&x, &w, &b})) {
+    y.set_requires_grad(true);
     tape().push([x, w, b, y, d, mean, rstd] {
       ops::layernorm_backward(x.requires_grad() ? x.grad_data() : nullptr, w.requires_grad() ? w.grad_data() : nullptr,
                               b.requires_grad() ? b.grad_data() : nullptr, y.grad_data(), x.data(), w.data(),
@@ -55,6 +57,7 @@ Var activation(const Var& x, ops::Activation act) {
   Var y(Tensor::empty(x.shape()));
   ops::activation_forward(y.data(), x.data(), x.numel(), act);
   if (needs_grad({&x})) {
+    y.set_requires_grad(true);
     tape().push([x, y, act] {
       ops::activation_backward(x.grad_data(), y.grad_data(), x.data(), x.numel(), act);
       y.release_grad();
@@ -68,6 +71,7 @@ Var add(const Var& a, const Var& b) {
   Var y(Tensor::empty(a.shape()));
   ops::add_forward(y.data(), a.data(), b.data(), a.numel());
   if (needs_grad({&a, &b})) {
+    y.set_requires_grad(true);
     tape().push([a, b, y] {
       const float* g = y.grad_data();
       if (a.requires_grad()) ops::axpy(a.grad_data(), g, 1.0f, a.numel());
@@ -82,6 +86,7 @@ Var scale(const Var& x, float alpha) {
   Var y(Tensor::empty(x.shape()));
   ops::scale_forward(y.data(), x.data(), alpha, x.numel());
   if (needs_grad({&x})) {
+    y.set_requires_grad(true);
     tape().push([x, y, alpha] {
       ops::axpy(x.grad_data(), y.grad_data(), alpha, x.numel());
       y.release_grad();
@@ -95,6 +100,7 @@ Var dropout(const Var& x, const ops::DropoutParams& p) {
   Var y(Tensor::empty(x.shape()));
   ops::dropout_forward(y.data(), x.data(), x.numel(), p);
   if (needs_grad({&x})) {
+    y.set_requires_grad(true);
     tape().push([x, y, p] {
       ops::dropout_backward(x.grad_data(), y.grad_data(), x.numel(), p);
       y.release_grad();
@@ -111,6 +117,7 @@ Var embedding(const Tensor& ids, const Var& table, float scale) {
   Var y(Tensor::empty(Shape(dims)));
   ops::embedding_forward(y.data(), ids.i32(), table.data(), scale, d);
   if (needs_grad({&table})) {
+    y.set_requires_grad(true);
     tape().push([ids, table, y, scale, d] {
       ops::embedding_backward(table.grad_data(), y.grad_data(), ids.i32(), scale, d);
       y.release_grad();
@@ -126,6 +133,7 @@ Var split_heads(const Var& x, int64_t heads) {
   Var y(Tensor::empty({d.b, d.h, d.t, d.d}));
   ops::split_heads(y.data(), x.data(), d);
   if (needs_grad({&x})) {
+    y.set_requires_grad(true);
     tape().push([x, y, d] {
       Tensor tmp = Tensor::empty(x.shape());
       ops::merge_heads(tmp.f32(), y.grad_data(), d);
@@ -143,6 +151,7 @@ Var merge_heads(const Var& x) {
   Var y(Tensor::empty({d.b, d.t, d.h * d.d}));
   ops::merge_heads(y.data(), x.data(), d);
   if (needs_grad({&x})) {
+    y.set_requires_grad(true);
     tape().push([x, y, d] {
       Tensor tmp = Tensor::empty(x.shape());
       ops::split_heads(tmp.f32(), y.grad_data(), d);
@@ -163,6 +172,7 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int32_t ignore_index
   if (count) *count = r.count;
   Var loss(Tensor::full({1}, static_cast<float>(r.loss)));
   if (needs_grad({&logits})) {
+    loss.set_requires_grad(true);
     tape().push([logits, targets, lse, loss, d, r] {
       ops::cross_entropy_backward(logits.grad_data(), logits.data(), lse.f32(), targets.i32(), loss.grad_data()[0],
                                   r.count, d);

@@ -83,13 +83,22 @@ TransformerLMConfig TransformerLMConfig::from_json(const nlohmann::json& j) {
   return c;
 }
 
-void TransformerLMConfig::apply_overrides(const nlohmann::json& j) {
+namespace {
+const std::set<std::string>& model_keys() {
   static const std::set<std::string> known = {
       "arch", "vocab_size", "decoder_layers", "decoder_embed_dim", "decoder_ffn_embed_dim", "decoder_attention_heads",
       "decoder_normalize_before", "no_decoder_final_norm", "share_decoder_input_output_embed", "no_scale_embedding",
       "activation_fn", "pos", "tokens_per_sample", "max_target_positions", "dropout", "attention_dropout",
       "activation_dropout", "padding_idx", "t5_num_buckets", "t5_max_distance", "rope_base", "alibi_slope_scale",
       "attention_window"};
+  return known;
+}
+}  // namespace
+
+bool TransformerLMConfig::is_key(const std::string& key) { return model_keys().count(key) > 0; }
+
+void TransformerLMConfig::apply_overrides(const nlohmann::json& j) {
+  const std::set<std::string>& known = model_keys();
   // fairseq model/task args that size buffers in the ALiBi fork but mean nothing here.
   static const std::set<std::string> ignored = {"max_tokens", "max_sentences", "batch_size"};
   try {

@@ -48,6 +48,8 @@ struct TransformerLMConfig {
   // Apply --model-overrides (keys by fairseq name; unknown keys that fairseq would accept
   // but that mean nothing here, like max_tokens, are accepted and ignored).
   void apply_overrides(const nlohmann::json& overrides);
+  // True for the keys to_json() writes.
+  static bool is_key(const std::string& key);
 };
 
 // Presets by --arch name: transformer_lm, transformer_lm_wiki103, transformer_lm_small

@@ -41,8 +41,11 @@ void save_checkpoint(const std::string& path, const models::TransformerLM& model
   }
   std::map<std::string, std::string> meta;
   meta["format"] = kFormat;
-  nlohmann::json cfg = config;
-  cfg["model"] = model.config().to_json();
+  // fairseq argument names at the top level (the model's), the trainer's groups beside them.
+  nlohmann::json cfg = config.is_object() ? config : nlohmann::json::object();
+  cfg.erase("model");
+  const nlohmann::json model_json = model.config().to_json();
+  for (auto& [key, value] : model_json.items()) cfg[key] = value;
   meta["config"] = cfg.dump();
   meta["dict_hash"] = dict_hash;
   meta["train_state"] = state.to_json().dump();
@@ -68,7 +71,10 @@ CheckpointContents read_checkpoint(const std::string& path) {
     fail_input(path, "unsupported checkpoint format '" + meta("format") + "'", std::string("this build reads ") + kFormat);
   try {
     c.config = nlohmann::json::parse(meta("config"));
-    c.model = models::TransformerLMConfig::from_json(c.config.at("model"));
+    nlohmann::json model_json = nlohmann::json::object();
+    for (auto& [key, value] : c.config.items())
+      if (models::TransformerLMConfig::is_key(key)) model_json[key] = value;
+    c.model = models::TransformerLMConfig::from_json(model_json);
     c.state = TrainState::from_json(nlohmann::json::parse(meta("train_state")));
     c.optimizer_scalars = nlohmann::json::parse(meta("optimizer"));
   } catch (const nlohmann::json::exception& e) {
