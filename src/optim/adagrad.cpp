@@ -35,7 +35,7 @@ class Adagrad final : public Optimizer {
       if (decay) {
         Tensor d = Tensor::empty({p.numel});
         float* dp = d.f32();
-        for_each_element(p.numel, [&](int64_t i) { dp[i] = g[i] + wd * v[i]; });
+        for_each_element(p.numel, [=](int64_t i) { dp[i] = g[i] + wd * v[i]; });
         norm = std::sqrt(sum_of_squares(dp, p.numel));
       } else {
         norm = std::sqrt(sum_of_squares(g, p.numel));
@@ -44,7 +44,7 @@ class Adagrad final : public Optimizer {
     }
     const float neg_clr = static_cast<float>(-clr);
     const float feps = static_cast<float>(eps_);
-    for_each_element(p.numel, [&](int64_t i) {
+    for_each_element(p.numel, [=](int64_t i) {
       const float d = decay ? g[i] + wd * v[i] : g[i];
       const float s = sum[i] + d * d;
       sum[i] = s;

@@ -37,7 +37,7 @@ class Adam final : public Optimizer {
     if (config_.kind == OptimizerKind::Adam) {
       const float neg_step = static_cast<float>(-(lr * std::sqrt(bc2) / bc1));
       const float neg_decay = static_cast<float>(-wd * lr);
-      for_each_element(p.numel, [&](int64_t i) {
+      for_each_element(p.numel, [=](int64_t i) {
         const float gi = g[i];
         const float mi = m[i] * fb1 + one_minus_b1 * gi;
         const float si = s2[i] * fb2 + one_minus_b2 * gi * gi;
@@ -52,7 +52,7 @@ class Adam final : public Optimizer {
       const float decay_scale = static_cast<float>(1.0 - lr * wd);
       const float neg_step = static_cast<float>(-(lr / bc1));
       const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-      for_each_element(p.numel, [&](int64_t i) {
+      for_each_element(p.numel, [=](int64_t i) {
         const float gi = g[i];
         float x = v[i];
         if (decay) x = x * decay_scale;

@@ -77,7 +77,7 @@ void multiply_grads(std::span<const OptimParam> params, double factor) {
   for (const OptimParam& p : params) {
     STRETCH_CHECK(p.numel >= 0 && (p.numel == 0 || p.grad), "parameter '" << p.name << "' has no grad");
     float* __restrict g = p.grad;
-    detail::for_each_element(p.numel, [&](int64_t i) { g[i] = g[i] * f; });
+    detail::for_each_element(p.numel, [=](int64_t i) { g[i] = g[i] * f; });
   }
 }
 

@@ -36,7 +36,7 @@ class Nag final : public Optimizer {
     float* __restrict v = p.value;
     const float* __restrict g = p.grad;
     float* __restrict buf = st.slot[0].f32();
-    for_each_element(p.numel, [&](int64_t i) {
+    for_each_element(p.numel, [=](int64_t i) {
       float x = v[i];
       if (decay) x = x * decay_scale;
       x = x + buf_into_p * buf[i];

@@ -12,11 +12,23 @@ namespace stretch::optim::detail {
 // than the loop). Element updates are independent, so the result never depends on it.
 inline constexpr int64_t kParallelMinElements = 1 << 15;
 
-// f(i) for i in [0, n), OpenMP-parallel and vectorisable when n is large.
+// f(i) for i in [0, n), OpenMP-parallel and vectorised. f must capture BY VALUE ([=]): each
+// thread works on its own copy, so the captured pointers and scalars are locals the compiler
+// can keep in registers (a by-reference closure blocks vectorisation).
 template <class F>
-inline void for_each_element(int64_t n, F&& f) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
-  for (int64_t i = 0; i < n; ++i) f(i);
+inline void for_each_element(int64_t n, const F& f) {
+  if (n < kParallelMinElements) {
+    F local = f;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) local(i);
+    return;
+  }
+#pragma omp parallel
+  {
+    F local = f;
+#pragma omp for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) local(i);
+  }
 }
 
 std::unique_ptr<Optimizer> make_nag(const OptimizerConfig& config);

@@ -25,7 +25,7 @@ class Sgd final : public Optimizer {
     float* __restrict v = p.value;
     const float* __restrict g = p.grad;
     if (momentum_ == 0.0) {
-      for_each_element(p.numel, [&](int64_t i) {
+      for_each_element(p.numel, [=](int64_t i) {
         float d = decay ? g[i] + wd * v[i] : g[i];
         v[i] = v[i] + neg_lr * d;
       });
@@ -33,7 +33,7 @@ class Sgd final : public Optimizer {
     }
     float* __restrict buf = st.slot[0].f32();
     const bool first = st.step == 1;
-    for_each_element(p.numel, [&](int64_t i) {
+    for_each_element(p.numel, [=](int64_t i) {
       float d = decay ? g[i] + wd * v[i] : g[i];
       float b = first ? d : buf[i] * mu + d;
       buf[i] = b;

@@ -6,6 +6,7 @@
 // formulas. One fp32 rounding of a value near 1 is ≤ 6e-8, and a few steps of a few
 // operations each stay below 1e-6 absolute for the O(1) values used here (kF32Tol).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -215,6 +216,34 @@ TEST(Nag, LargeTensorMatchesPerElementFormula) {
   double worst = 0;
   for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(p.value[i] - (p0[i] - 1.99 * 0.3 * p.grad[i])));
   EXPECT_LT(worst, kF32Tol);
+}
+
+// The contract: results do not depend on the thread count (each element is updated by the
+// same arithmetic whether it falls in a vector body or a remainder loop).
+TEST(Optimizer, SameBitsForAnyThreadCount) {
+  const int64_t n = 100003;
+  for (auto kind : {OptimizerKind::Nag, OptimizerKind::Sgd, OptimizerKind::Adam, OptimizerKind::AdamW,
+                    OptimizerKind::Adagrad, OptimizerKind::AdagradWithGradClip}) {
+    std::vector<float> result[2];
+    const int threads[2] = {1, 3};
+    const int saved = omp_get_max_threads();
+    for (int r = 0; r < 2; ++r) {
+      omp_set_num_threads(threads[r]);
+      Param p{"w", std::vector<float>(n), std::vector<float>(n)};
+      for (int64_t i = 0; i < n; ++i) p.value[i] = static_cast<float>(std::sin(0.001 * i));
+      OptimizerConfig cfg{.kind = kind, .momentum = kind == OptimizerKind::Sgd ? std::optional<double>(0.9) : std::nullopt,
+                          .weight_decay = 0.01, .adagrad_clip = kind == OptimizerKind::AdagradWithGradClip ? 10.0 : 0.0};
+      auto opt = make_optimizer(cfg);
+      for (int t = 0; t < 3; ++t) {
+        for (int64_t i = 0; i < n; ++i) p.grad[i] = static_cast<float>(std::cos(0.003 * i + t));
+        OptimParam v = p.view();
+        opt->step(std::span<const OptimParam>(&v, 1), 0.01 * (t + 1));
+      }
+      result[r] = p.value;
+    }
+    omp_set_num_threads(saved);
+    EXPECT_EQ(0, std::memcmp(result[0].data(), result[1].data(), n * sizeof(float))) << optimizer_kind_name(kind);
+  }
 }
 
 // ---------------------------------------------------------------------------------------
