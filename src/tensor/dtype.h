@@ -1,18 +1,22 @@
 // tensor/dtype.h — element types: fp32 (everything today), int32 (token ids), bf16 (storage
-// for mixed precision: round-to-nearest-even from fp32, exact widening back).
+// for mixed precision: round-to-nearest-even from fp32, exact widening back), int64 and uint8
+// (checkpoint contents: counters, RNG state, raw bytes; see tensor/safetensors.h).
+// New values are appended so existing enum values never change.
 #pragma once
 #include <cstdint>
 #include <cstring>
 
 namespace stretch {
 
-enum class DType : uint8_t { F32, I32, BF16 };
+enum class DType : uint8_t { F32, I32, BF16, I64, U8 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
     case DType::F32: return 4;
     case DType::I32: return 4;
     case DType::BF16: return 2;
+    case DType::I64: return 8;
+    case DType::U8: return 1;
   }
   return 0;
 }
@@ -21,6 +25,8 @@ inline const char* dtype_name(DType t) {
     case DType::F32: return "F32";
     case DType::I32: return "I32";
     case DType::BF16: return "BF16";
+    case DType::I64: return "I64";
+    case DType::U8: return "U8";
   }
   return "?";
 }

@@ -49,6 +49,13 @@ class Tensor {
   const int32_t* i32() const { check_dtype(DType::I32); return static_cast<const int32_t*>(raw()); }
   bf16* bf() { check_dtype(DType::BF16); return static_cast<bf16*>(raw()); }
   const bf16* bf() const { check_dtype(DType::BF16); return static_cast<const bf16*>(raw()); }
+  int64_t* i64() { check_dtype(DType::I64); return static_cast<int64_t*>(raw()); }
+  const int64_t* i64() const { check_dtype(DType::I64); return static_cast<const int64_t*>(raw()); }
+  uint8_t* u8() { check_dtype(DType::U8); return static_cast<uint8_t*>(raw()); }
+  const uint8_t* u8() const { check_dtype(DType::U8); return static_cast<const uint8_t*>(raw()); }
+  // The nbytes() bytes of the buffer, whatever the dtype (serialization, memcpy).
+  void* bytes() { return raw(); }
+  const void* bytes() const { return raw(); }
 
   // Same buffer, new shape with the same numel (a view; no copy).
   Tensor view(Shape shape) const;

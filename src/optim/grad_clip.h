@@ -1,0 +1,35 @@
+// optim/grad_clip.h — gradient normalisation helpers of fairseq's train_step (REFERENCE §3.2).
+// Contract:
+//  * Each parameter is passed ONCE (a tied parameter is one parameter, counted once).
+//  * Norms are accumulated in double over fixed blocks of elements, then summed in a fixed
+//    order, so the result is the same for any thread count (fairseq: fp32 per-tensor norms).
+//  * clip_grad_norm(params, max_norm) returns the L2 norm of all grads BEFORE clipping and,
+//    when max_norm > 0, multiplies every grad by coef = min(1, max_norm / (norm + 1e-6)).
+//    max_norm = 0 means no clipping (the norm is still returned). A non-finite norm leaves
+//    the grads untouched: the caller checks it (fairseq skips or stops on NaN/inf).
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "optim/optimizer.h"
+
+namespace stretch::optim {
+
+// coef = min(1, max_norm / (total_norm + 1e-6)) for max_norm > 0, else 1.
+double clip_coefficient(double total_norm, double max_norm);
+
+double clip_grad_norm(std::span<const OptimParam> params, double max_norm);
+
+// L2 norm of all grads (no change to them).
+double grad_norm(std::span<const OptimParam> params);
+
+// grad *= factor (rounded to float once, like torch's mul_ by a Python float).
+void multiply_grads(std::span<const OptimParam> params, double factor);
+
+// True when some grad element is NaN or ±inf.
+bool grads_have_nonfinite(std::span<const OptimParam> params);
+
+// Σ x[i]² in double over fixed blocks, deterministic for any thread count.
+double sum_of_squares(const float* x /*[N]*/, int64_t n);
+
+}  // namespace stretch::optim

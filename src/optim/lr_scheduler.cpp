@@ -1,0 +1,201 @@
+// optim/lr_scheduler.cpp — fairseq's lr schedules as pure functions (see lr_scheduler.h).
+// Each formula keeps fairseq's operation order so the doubles match Python's bit for bit
+// where the same libm is used (Python's x ** y and math.log(x, b) are C pow and log/log).
+#include "optim/lr_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <numbers>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+
+namespace stretch::optim {
+
+namespace {
+
+struct KindName {
+  SchedulerKind kind;
+  const char* name;
+};
+constexpr KindName kKindNames[] = {
+    {SchedulerKind::Fixed, "fixed"},
+    {SchedulerKind::InverseSqrt, "inverse_sqrt"},
+    {SchedulerKind::Cosine, "cosine"},
+    {SchedulerKind::PolynomialDecay, "polynomial_decay"},
+};
+static_assert(std::size(kKindNames) == kSchedulerKindCount, "every SchedulerKind needs a name");
+
+[[noreturn]] void bad(const std::string& flag, double v, const std::string& rule, const std::string& hint = "") {
+  std::ostringstream os;
+  os << flag << " " << v << ": " << rule;
+  fail_usage(os.str(), hint);
+}
+
+}  // namespace
+
+const char* scheduler_kind_name(SchedulerKind kind) {
+  for (const auto& k : kKindNames)
+    if (k.kind == kind) return k.name;
+  return "?";
+}
+
+SchedulerKind parse_scheduler_kind(std::string_view name) {
+  for (const auto& k : kKindNames)
+    if (name == k.name) return k.kind;
+  std::string known;
+  for (const auto& k : kKindNames) known += (known.empty() ? "" : ", ") + std::string(k.name);
+  fail_usage("--lr-scheduler " + std::string(name) + ": unknown or not supported by stretch",
+             "use one of: " + known);
+}
+
+LrSchedule::LrSchedule(SchedulerConfig c) : config_(std::move(c)) {
+  const SchedulerConfig& c_ = config_;
+  const char* kname = scheduler_kind_name(c_.kind);
+  if (c_.lr.empty()) fail_usage("--lr: no learning rate given");
+  for (double v : c_.lr)
+    if (!std::isfinite(v) || v < 0) bad("--lr", v, "must be finite and >= 0");
+  if (c_.lr.size() > 1 && c_.kind != SchedulerKind::Fixed)
+    fail_usage(std::string("--lr has ") + std::to_string(c_.lr.size()) + " values, but --lr-scheduler " + kname +
+                   " takes one", "give one --lr, or use --lr-scheduler fixed for one lr per epoch");
+  warmup_ = c_.warmup_updates.value_or(c_.kind == SchedulerKind::InverseSqrt ? 4000 : 0);
+  if (warmup_ < 0) bad("--warmup-updates", static_cast<double>(warmup_), "must be >= 0");
+  if (c_.force_anneal && c_.kind != SchedulerKind::Fixed)
+    fail_usage(std::string("--force-anneal is not supported with --lr-scheduler ") + kname,
+               "use --lr-scheduler fixed with --force-anneal, or drop the flag");
+  if (c_.force_anneal && *c_.force_anneal < 1) bad("--force-anneal", static_cast<double>(*c_.force_anneal), "must be >= 1 (epochs start at 1)");
+  const double lr = c_.lr[0];
+
+  switch (c_.kind) {
+    case SchedulerKind::Fixed:
+      if (!std::isfinite(c_.lr_shrink) || c_.lr_shrink < 0) bad("--lr-shrink", c_.lr_shrink, "must be finite and >= 0");
+      break;
+    case SchedulerKind::InverseSqrt:
+      if (warmup_ <= 0)
+        bad("--warmup-updates", static_cast<double>(warmup_), "must be > 0 with --lr-scheduler inverse_sqrt",
+            "fairseq divides by it too; e.g. --warmup-updates 4000");
+      warmup_init_ = c_.warmup_init_lr < 0 ? 0.0 : c_.warmup_init_lr;
+      lr_step_ = (lr - warmup_init_) / static_cast<double>(warmup_);
+      decay_factor_ = lr * std::pow(static_cast<double>(warmup_), 0.5);
+      break;
+    case SchedulerKind::Cosine:
+      if (!(lr > c_.min_lr)) {
+        std::ostringstream os;
+        os << "--lr " << lr << " must be more than --min-lr " << c_.min_lr << " with --lr-scheduler cosine";
+        fail_usage(os.str());
+      }
+      if (!std::isfinite(c_.t_mult) || c_.t_mult <= 0) bad("--t-mult", c_.t_mult, "must be > 0");
+      if (!std::isfinite(c_.lr_shrink) || c_.lr_shrink < 0) bad("--lr-shrink", c_.lr_shrink, "must be finite and >= 0");
+      warmup_init_ = c_.warmup_init_lr < 0 ? c_.min_lr : c_.warmup_init_lr;
+      period_ = c_.lr_period_updates;
+      if (period_ <= 0) {
+        if (c_.max_update <= 0)
+          fail_usage("--lr-scheduler cosine needs --lr-period-updates or --max-update",
+                     "e.g. --lr-period-updates 270000, or --max-update 286000 (period = max_update − warmup)");
+        period_ = static_cast<double>(c_.max_update - warmup_);
+        if (period_ <= 0)
+          bad("--max-update", static_cast<double>(c_.max_update), "must exceed --warmup-updates when it sets the cosine period");
+      }
+      lr_step_ = warmup_ > 0 ? (lr - warmup_init_) / static_cast<double>(warmup_) : 1.0;
+      break;
+    case SchedulerKind::PolynomialDecay:
+      if (!std::isfinite(c_.power)) bad("--power", c_.power, "must be finite");
+      if (!std::isfinite(c_.end_learning_rate) || c_.end_learning_rate < 0)
+        bad("--end-learning-rate", c_.end_learning_rate, "must be finite and >= 0");
+      if (c_.total_num_update <= warmup_)
+        bad("--total-num-update", static_cast<double>(c_.total_num_update), "must exceed --warmup-updates");
+      break;
+  }
+}
+
+bool LrSchedule::depends_on_epoch() const {
+  return config_.kind == SchedulerKind::Fixed && (config_.lr.size() > 1 || config_.force_anneal.has_value());
+}
+
+double LrSchedule::lr_at(int64_t num_updates) const {
+  STRETCH_CHECK(!depends_on_epoch(), "this fixed schedule depends on the epoch: call lr_at_epoch");
+  return lr_at_epoch(num_updates, 1);
+}
+
+double LrSchedule::cosine(int64_t num_updates) const {
+  const SchedulerConfig& c = config_;
+  const double max_lr = c.lr[0];
+  const double n = static_cast<double>(num_updates);
+  if (num_updates < warmup_) return warmup_init_ + n * lr_step_;
+  const double curr = n - static_cast<double>(warmup_);
+  double i, t_i, t_curr;
+  if (c.t_mult != 1.0) {
+    i = std::floor(std::log(1.0 - curr / period_ * (1.0 - c.t_mult)) / std::log(c.t_mult));
+    t_i = std::pow(c.t_mult, i) * period_;
+    t_curr = curr - (1.0 - std::pow(c.t_mult, i)) / (1.0 - c.t_mult) * period_;
+  } else {
+    i = std::floor(curr / period_);
+    t_i = period_;
+    t_curr = curr - (period_ * i);
+  }
+  const double shrink = std::pow(c.lr_shrink, i);
+  const double lo = c.min_lr * shrink;
+  const double hi = max_lr * shrink;
+  return lo + 0.5 * (hi - lo) * (1.0 + std::cos(std::numbers::pi * t_curr / t_i));
+}
+
+double LrSchedule::lr_at_epoch(int64_t num_updates, int64_t epoch) const {
+  STRETCH_CHECK(num_updates >= 0, "num_updates " << num_updates);
+  STRETCH_CHECK(epoch >= 1, "epoch " << epoch << " (epochs start at 1)");
+  const SchedulerConfig& c = config_;
+  const double n = static_cast<double>(num_updates);
+  switch (c.kind) {
+    case SchedulerKind::Fixed: {
+      // fairseq fixed_schedule.get_next_lr (step_begin_epoch) then step_update.
+      double base;
+      if (!c.force_anneal || epoch < *c.force_anneal) {
+        const size_t k = static_cast<size_t>(std::min<int64_t>(epoch - 1, static_cast<int64_t>(c.lr.size()) - 1));
+        base = c.lr[k];
+      } else {
+        base = c.lr.back() * std::pow(c.lr_shrink, static_cast<double>(epoch + 1 - *c.force_anneal));
+      }
+      if (warmup_ > 0 && num_updates < warmup_) {
+        const double factor = (n + 1.0) / static_cast<double>(warmup_);
+        return factor * base;
+      }
+      return base;
+    }
+    case SchedulerKind::InverseSqrt:
+      if (num_updates < warmup_) return warmup_init_ + n * lr_step_;
+      return decay_factor_ * std::pow(n, -0.5);
+    case SchedulerKind::Cosine:
+      return cosine(num_updates);
+    case SchedulerKind::PolynomialDecay: {
+      const double lr = c.lr[0];
+      if (warmup_ > 0 && num_updates <= warmup_) {
+        const double factor = n / static_cast<double>(warmup_);
+        return factor * lr;
+      }
+      if (num_updates >= c.total_num_update) return c.end_learning_rate;
+      const double w = static_cast<double>(warmup_);
+      const double range = lr - c.end_learning_rate;
+      const double pct_remaining = 1.0 - (n - w) / (static_cast<double>(c.total_num_update) - w);
+      return range * std::pow(pct_remaining, c.power) + c.end_learning_rate;
+    }
+  }
+  return 0.0;
+}
+
+StopReason should_stop(const StopCriteria& s, int64_t num_updates, double lr) {
+  if (s.max_update > 0 && num_updates >= s.max_update) return StopReason::MaxUpdate;
+  if (lr <= s.stop_min_lr) return StopReason::MinLr;
+  return StopReason::None;
+}
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::None: return "none";
+    case StopReason::MaxUpdate: return "max_update";
+    case StopReason::MinLr: return "stop_min_lr";
+  }
+  return "?";
+}
+
+}  // namespace stretch::optim

@@ -1,0 +1,88 @@
+// optim/lr_scheduler.h — learning-rate schedules as pure functions of the update number,
+// with fairseq's exact semantics (fairseq/optim/lr_scheduler/*.py; REFERENCE §3.4, §3.5).
+//
+// How the trainer uses it (fairseq's order, REFERENCE §3.2 step 4):
+//   fairseq sets the lr at construction with step_update(0), and after every update calls
+//   step_update(num_updates) with num_updates = updates completed so far. So
+//       UPDATE u (1-based) USES lr_at(u − 1),
+//   i.e. with n = updates done:  opt.step(params, sched.lr_at(n)); ++n;
+//   The "lr" fairseq logs after an update is lr_at(n) with the new n (the next update's).
+//   On resume nothing is stored: lr_at(n) recomputes it (fairseq's `fixed` keeps its epoch
+//   lr, which lr_at_epoch recomputes from the epoch).
+//
+// Schedules (W = warmup_updates, n = num_updates):
+//   fixed             base(epoch) · ((n+1)/W if n < W else 1), base(epoch) = lr[min(epoch−1,
+//                     len−1)], or with --force-anneal F and epoch−1 ≥ F:
+//                     lr[last]·lr_shrink^(epoch − F)   (epoch is 1-based)
+//   inverse_sqrt      n < W: init + n·(lr − init)/W, else lr·sqrt(W)·n^−0.5
+//                     (init = --warmup-init-lr, default 0 when W > 0; W must be > 0)
+//   cosine            REFERENCE §3.4 exactly (warmup, periods growing by t_mult, lr_shrink
+//                     per period, min_lr floor; period P ≤ 0 means max_update − W)
+//   polynomial_decay  n ≤ W (W > 0): lr·n/W; n ≥ total: end_lr; else
+//                     (lr − end_lr)·(1 − (n−W)/(total−W))^power + end_lr
+//                     (so update 1 runs at lr 0 when W > 0, as in fairseq)
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace stretch::optim {
+
+enum class SchedulerKind { Fixed, InverseSqrt, Cosine, PolynomialDecay };
+inline constexpr int kSchedulerKindCount = 4;
+
+// Typed schedule config; fairseq flag and default in each comment.
+struct SchedulerConfig {
+  SchedulerKind kind = SchedulerKind::Fixed;  // --lr-scheduler (fairseq default fixed)
+  std::vector<double> lr = {0.25};            // --lr (a list only for fixed: one per epoch)
+  std::optional<int64_t> warmup_updates = {}; // --warmup-updates (4000 for inverse_sqrt, else 0)
+  double warmup_init_lr = -1;                 // --warmup-init-lr (< 0: the schedule's default)
+  double min_lr = 0.0;                        // --min-lr (cosine's floor; NOT a stop condition)
+  int64_t max_update = 0;                     // --max-update (cosine period when P ≤ 0)
+  double t_mult = 1.0;                        // --t-mult (cosine)
+  double lr_period_updates = -1;              // --lr-period-updates (cosine)
+  double lr_shrink = 0.1;                     // --lr-shrink (cosine, fixed with force-anneal)
+  std::optional<int64_t> force_anneal = {};   // --force-anneal (fixed)
+  double end_learning_rate = 0.0;             // --end-learning-rate (polynomial_decay)
+  double power = 1.0;                         // --power (polynomial_decay)
+  int64_t total_num_update = 1000000;         // --total-num-update (polynomial_decay)
+};
+
+class LrSchedule {
+ public:
+  // Validates (fail_usage naming the flag), resolves the defaults.
+  explicit LrSchedule(SchedulerConfig config);
+  const SchedulerConfig& config() const { return config_; }
+
+  // lr after n completed updates = the lr of update n + 1. Only for schedules that do not
+  // depend on the epoch (everything but fixed with several --lr values or --force-anneal).
+  double lr_at(int64_t num_updates) const;
+  // Same, for the given 1-based epoch (the epoch the next update belongs to).
+  double lr_at_epoch(int64_t num_updates, int64_t epoch) const;
+  bool depends_on_epoch() const;
+
+ private:
+  double cosine(int64_t n) const;
+  SchedulerConfig config_;
+  int64_t warmup_ = 0;
+  double warmup_init_ = 0.0;
+  double lr_step_ = 0.0;   // warmup increment per update (cosine, inverse_sqrt)
+  double period_ = 0.0;    // cosine
+  double decay_factor_ = 0.0;  // inverse_sqrt
+};
+
+// fairseq's stop conditions (fairseq_cli/train.py): stop once num_updates ≥ max_update
+// (max_update 0 = no limit), or, checked before an epoch starts, when lr ≤ stop_min_lr.
+struct StopCriteria {
+  int64_t max_update = 0;    // --max-update
+  double stop_min_lr = -1;   // --stop-min-lr (fairseq default −1: never)
+};
+enum class StopReason { None, MaxUpdate, MinLr };
+StopReason should_stop(const StopCriteria& criteria, int64_t num_updates, double lr);
+const char* stop_reason_name(StopReason reason);
+
+const char* scheduler_kind_name(SchedulerKind kind);
+SchedulerKind parse_scheduler_kind(std::string_view name);  // fail_usage when unknown
+
+}  // namespace stretch::optim

@@ -1,0 +1,75 @@
+// tests/optim/driver/optim_driver.cpp — runs one optimizer case for check_optim_torch.py.
+// Usage: optim_driver CASE_DIR
+//   CASE_DIR/case.json  {"optimizer": {"kind": "adam", "momentum": 0.9, "weight_decay": 0.01,
+//                        "betas": [0.9, 0.999], "eps": 1e-8, "adagrad_clip": 0.5,
+//                        "lr_decay": 0.0, "initial_accumulator_value": 0.0}   (all but kind optional)
+//                        "params": [{"name": "a", "numel": 7}, ...], "lrs": [lr per step]}
+//   CASE_DIR/init.f32   initial values, params concatenated              [P] float32 LE
+//   CASE_DIR/grads.f32  grads of every step                              [steps, P]
+// Writes CASE_DIR/out.f32: the values after each step                    [steps, P]
+// Not part of test_optim (it lives in driver/, outside the test glob).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+using namespace stretch;
+using namespace stretch::optim;
+
+namespace {
+std::vector<float> read_f32(const std::string& path, size_t n) {
+  std::vector<float> v(n);
+  std::ifstream f(path, std::ios::binary);
+  if (!f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * 4)))
+    fail_input(path, "could not read " + std::to_string(n) + " floats");
+  return v;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc != 2) fail_usage("usage: optim_driver CASE_DIR");
+    const std::string dir = argv[1];
+    std::ifstream cf(dir + "/case.json");
+    const nlohmann::json c = nlohmann::json::parse(cf);
+    const auto& o = c["optimizer"];
+    OptimizerConfig cfg{.kind = parse_optimizer_kind(o["kind"].get<std::string>())};
+    if (o.contains("momentum")) cfg.momentum = o["momentum"].get<double>();
+    if (o.contains("weight_decay")) cfg.weight_decay = o["weight_decay"].get<double>();
+    if (o.contains("betas")) cfg.beta1 = o["betas"][0].get<double>(), cfg.beta2 = o["betas"][1].get<double>();
+    if (o.contains("eps")) cfg.eps = o["eps"].get<double>();
+    if (o.contains("adagrad_clip")) cfg.adagrad_clip = o["adagrad_clip"].get<double>();
+    if (o.contains("lr_decay")) cfg.lr_decay = o["lr_decay"].get<double>();
+    if (o.contains("initial_accumulator_value")) cfg.initial_accumulator_value = o["initial_accumulator_value"].get<double>();
+    auto opt = make_optimizer(cfg);
+
+    size_t total = 0;
+    for (const auto& p : c["params"]) total += p["numel"].get<size_t>();
+    const auto lrs = c["lrs"].get<std::vector<double>>();
+    std::vector<float> values = read_f32(dir + "/init.f32", total);
+    const std::vector<float> grads = read_f32(dir + "/grads.f32", total * lrs.size());
+    std::vector<float> grad(total), out;
+    std::vector<OptimParam> params;
+    size_t off = 0;
+    for (const auto& p : c["params"]) {
+      const int64_t n = p["numel"].get<int64_t>();
+      params.push_back({p["name"].get<std::string>(), values.data() + off, grad.data() + off, n});
+      off += static_cast<size_t>(n);
+    }
+    for (size_t t = 0; t < lrs.size(); ++t) {
+      std::copy(grads.begin() + t * total, grads.begin() + (t + 1) * total, grad.begin());
+      opt->step(params, lrs[t]);
+      out.insert(out.end(), values.begin(), values.end());
+    }
+    std::ofstream of(dir + "/out.f32", std::ios::binary);
+    of.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size() * 4));
+    if (!of) fail_io(dir + "/out.f32", "could not write");
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "optim_driver: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,168 @@
+// tests/optim/test_lr_scheduler.cpp — the schedules against REFERENCE §3.4's test values and
+// values worked out by hand from fairseq's formulas (each written next to its numbers).
+//
+// Tolerances: lr values are doubles computed in a few operations; where the expected value
+// is an exact decimal the error is a few ulp (1e-15 relative is ample, kTight), except where
+// cos(π/2) or a cosine near π enters (documented at the check).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <numbers>
+
+#include "core/error.h"
+#include "optim/lr_scheduler.h"
+
+namespace stretch::optim {
+namespace {
+
+constexpr double kTight = 1e-15;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The ALiBi wikitext-103 command (REFERENCE §3): --lr 1.0 --min-lr 1e-4 --warmup-updates 16000
+// --warmup-init-lr 1e-7 --lr-period-updates 270000 --t-mult 2 --lr-shrink 0.75
+SchedulerConfig alibi_cosine() {
+  return {.kind = SchedulerKind::Cosine,
+          .lr = {1.0},
+          .warmup_updates = 16000,
+          .warmup_init_lr = 1e-7,
+          .min_lr = 1e-4,
+          .max_update = 286000,
+          .t_mult = 2,
+          .lr_period_updates = 270000,
+          .lr_shrink = 0.75};
+}
+
+TEST(Cosine, ReferenceTestValues) {
+  LrSchedule s(alibi_cosine());
+  EXPECT_EQ(s.lr_at(0), 1e-7);
+  // 1e-7 + 1·(1 − 1e-7)/16000 = 1e-7 + 6.24999375e-5
+  EXPECT_NEAR(s.lr_at(1), 6.259999375e-5, 6.26e-5 * kTight);
+  EXPECT_NEAR(s.lr_at(8000), 0.50000005, kTight);
+  EXPECT_NEAR(s.lr_at(16000), 1.0, kTight);
+  // c = 135000 = P/2: cos(π/2) is 6e-17 in double, so 1e-12 covers it.
+  EXPECT_NEAR(s.lr_at(151000), 0.50005, 1e-12);
+  // c = 269999: lr = 1e-4 + ½·0.9999·(1 − cos(π/270000)) ≈ 1e-4 + 3.4e-11
+  EXPECT_NEAR(s.lr_at(285999), 1e-4, 1e-10);
+  EXPECT_GT(s.lr_at(285999), 1e-4);
+  // Restart (unused by the recipe): i = 1, lr = 0.75·max_lr at the start of the period.
+  EXPECT_NEAR(s.lr_at(286000), 0.75, kTight);
+}
+
+TEST(Cosine, PeriodFromMaxUpdate) {
+  SchedulerConfig c = alibi_cosine();
+  c.lr_period_updates = -1;  // P = max_update − W = 270000, the same schedule
+  LrSchedule s(c);
+  EXPECT_NEAR(s.lr_at(151000), 0.50005, 1e-12);
+  c.max_update = 0;
+  EXPECT_NE(error_of([&] { LrSchedule bad(c); }).find("--lr-period-updates or --max-update"), std::string::npos);
+}
+
+TEST(Cosine, TMultOneRestartsEveryPeriodWithShrink) {
+  // lr 1, min 0.1, W = 10 from init 0, P = 100, t_mult 1, shrink 0.5.
+  LrSchedule s({.kind = SchedulerKind::Cosine, .lr = {1.0}, .warmup_updates = 10, .warmup_init_lr = 0.0,
+                .min_lr = 0.1, .t_mult = 1, .lr_period_updates = 100, .lr_shrink = 0.5});
+  EXPECT_NEAR(s.lr_at(5), 0.5, kTight);            // warmup: 5·(1 − 0)/10
+  EXPECT_NEAR(s.lr_at(10), 1.0, kTight);           // c = 0, i = 0: peak
+  EXPECT_NEAR(s.lr_at(60), 0.55, 1e-12);           // c = 50: 0.1 + ½·0.9·(1 + cos(π/2))
+  EXPECT_NEAR(s.lr_at(110), 0.5, kTight);          // c = 100: i = 1, s = 0.5: 0.05 + ½·0.45·2
+  EXPECT_NEAR(s.lr_at(160), 0.275, 1e-12);         // c = 150: 0.05 + ½·0.45·1
+  EXPECT_NEAR(s.lr_at(210), 0.25, kTight);         // c = 200: i = 2, s = 0.25: 0.025 + 0.225
+  EXPECT_NEAR(s.lr_at(260), 0.1375, 1e-12);        // c = 250: 0.025 + ½·0.225
+  // c = 175: i = 1, t_curr = 75: 0.05 + ½·0.45·(1 + cos(0.75π)) = 0.05 + 0.225·(1 − √½)
+  EXPECT_NEAR(s.lr_at(185), 0.05 + 0.225 * (1 - std::sqrt(0.5)), 1e-12);
+}
+
+TEST(Cosine, TMultTwoGrowsPeriods) {
+  // lr 1, min 0, no warmup, P = 100, t_mult 2, shrink 0.5: periods [0,100), [100,300), [300,700)
+  LrSchedule s({.kind = SchedulerKind::Cosine, .lr = {1.0}, .min_lr = 0.0, .t_mult = 2,
+                .lr_period_updates = 100, .lr_shrink = 0.5});
+  EXPECT_NEAR(s.lr_at(0), 1.0, kTight);
+  EXPECT_NEAR(s.lr_at(50), 0.5, 1e-12);
+  EXPECT_NEAR(s.lr_at(100), 0.5, kTight);   // i = 1: log2(1 + 1) = 1, t_curr 0, s = 0.5
+  EXPECT_NEAR(s.lr_at(200), 0.25, 1e-12);   // t_curr = 100 of t_i = 200
+  EXPECT_NEAR(s.lr_at(300), 0.25, kTight);  // i = 2: log2(1 + 3) = 2, s = 0.25
+  EXPECT_NEAR(s.lr_at(500), 0.125, 1e-12);  // t_curr = 200 of 400
+  // warmup_init_lr < 0 means min_lr, and max_lr must exceed min_lr.
+  LrSchedule w({.kind = SchedulerKind::Cosine, .lr = {1.0}, .warmup_updates = 4, .min_lr = 0.2,
+                .lr_period_updates = 10});
+  EXPECT_NEAR(w.lr_at(0), 0.2, kTight);
+  EXPECT_NEAR(w.lr_at(2), 0.6, kTight);  // 0.2 + 2·(1 − 0.2)/4
+  EXPECT_THROW(LrSchedule({.kind = SchedulerKind::Cosine, .lr = {0.1}, .min_lr = 0.1, .lr_period_updates = 10}), Error);
+}
+
+TEST(InverseSqrt, WarmupThenDecay) {
+  // fairseq: lr_step = (lr − init)/W; decay = lr·sqrt(W); n < W: init + n·lr_step,
+  // else decay·n^−0.5. lr 5e-4, W 4000 (the default), init default 0.
+  LrSchedule s({.kind = SchedulerKind::InverseSqrt, .lr = {5e-4}});
+  EXPECT_EQ(s.lr_at(0), 0.0);
+  EXPECT_NEAR(s.lr_at(1000), 1.25e-4, 1e-4 * kTight * 10);  // 1000·5e-4/4000
+  EXPECT_NEAR(s.lr_at(4000), 5e-4, 5e-4 * kTight * 10);     // 5e-4·√4000/√4000
+  EXPECT_NEAR(s.lr_at(16000), 2.5e-4, 5e-4 * kTight * 10);  // 5e-4·√(4000/16000) = 5e-4/2
+  EXPECT_NEAR(s.lr_at(64000), 1.25e-4, 5e-4 * kTight * 10);
+  LrSchedule i({.kind = SchedulerKind::InverseSqrt, .lr = {1.0}, .warmup_updates = 10, .warmup_init_lr = 0.5});
+  EXPECT_NEAR(i.lr_at(4), 0.7, kTight);  // 0.5 + 4·0.05
+  EXPECT_THROW(LrSchedule({.kind = SchedulerKind::InverseSqrt, .warmup_updates = 0}), Error);
+}
+
+TEST(PolynomialDecay, WarmupLinearAndPower) {
+  // n ≤ W: lr·n/W; n ≥ T: end; else (lr − end)·(1 − (n − W)/(T − W))^power + end
+  LrSchedule s({.kind = SchedulerKind::PolynomialDecay, .lr = {1.0}, .warmup_updates = 10,
+                .end_learning_rate = 0.1, .power = 2.0, .total_num_update = 110});
+  EXPECT_EQ(s.lr_at(0), 0.0);  // fairseq: update 1 runs at lr 0 when warming up
+  EXPECT_NEAR(s.lr_at(5), 0.5, kTight);
+  EXPECT_NEAR(s.lr_at(10), 1.0, kTight);
+  EXPECT_NEAR(s.lr_at(60), 0.9 * 0.25 + 0.1, kTight);  // pct = 1 − 50/100 = 0.5
+  EXPECT_NEAR(s.lr_at(100), 0.9 * 0.01 + 0.1, 1e-14);  // pct = 0.1
+  EXPECT_EQ(s.lr_at(110), 0.1);
+  EXPECT_EQ(s.lr_at(5000), 0.1);
+  LrSchedule lin({.kind = SchedulerKind::PolynomialDecay, .lr = {2.0}, .total_num_update = 8});
+  EXPECT_EQ(lin.lr_at(0), 2.0);
+  EXPECT_NEAR(lin.lr_at(6), 0.5, kTight);  // 2·(1 − 6/8)
+}
+
+TEST(Fixed, WarmupAndEpochs) {
+  // Update u (1-based) uses lr·min(1, u/W): lr_at(n) = lr·(n+1)/W for n < W (REFERENCE §3.5).
+  LrSchedule s({.kind = SchedulerKind::Fixed, .lr = {0.07}, .warmup_updates = 32000});
+  EXPECT_NEAR(s.lr_at(0), 0.07 / 32000, 1e-20);
+  EXPECT_NEAR(s.lr_at(15999), 0.035, kTight);
+  EXPECT_EQ(s.lr_at(31999), 0.07);
+  EXPECT_EQ(s.lr_at(1000000), 0.07);
+  EXPECT_FALSE(s.depends_on_epoch());
+  // One lr per epoch, the last one repeating; --force-anneal 4 --lr-shrink 0.5 anneals from
+  // epoch 4 on: lr[last]·0.5^(epoch + 1 − 4).
+  LrSchedule e({.kind = SchedulerKind::Fixed, .lr = {1.0, 0.5, 0.25}, .lr_shrink = 0.5, .force_anneal = 4});
+  EXPECT_TRUE(e.depends_on_epoch());
+  EXPECT_EQ(e.lr_at_epoch(7, 1), 1.0);
+  EXPECT_EQ(e.lr_at_epoch(7, 2), 0.5);
+  EXPECT_EQ(e.lr_at_epoch(7, 3), 0.25);
+  EXPECT_EQ(e.lr_at_epoch(7, 4), 0.125);
+  EXPECT_EQ(e.lr_at_epoch(7, 5), 0.0625);
+  EXPECT_THROW(e.lr_at(7), Error);
+  EXPECT_NE(error_of([] { LrSchedule({.kind = SchedulerKind::Cosine, .lr = {1.0, 0.5}, .max_update = 10}); })
+                .find("takes one"),
+            std::string::npos);
+}
+
+TEST(Schedules, FlagNamesAndStopConditions) {
+  for (auto k : {SchedulerKind::Fixed, SchedulerKind::InverseSqrt, SchedulerKind::Cosine, SchedulerKind::PolynomialDecay})
+    EXPECT_EQ(parse_scheduler_kind(scheduler_kind_name(k)), k);
+  EXPECT_NE(error_of([] { parse_scheduler_kind("tri_stage"); }).find("--lr-scheduler tri_stage"), std::string::npos);
+  // fairseq: stop when num_updates ≥ max_update (0 = no limit) or lr ≤ stop_min_lr.
+  StopCriteria c{.max_update = 286000, .stop_min_lr = 1e-9};
+  EXPECT_EQ(should_stop(c, 285999, 1e-4), StopReason::None);
+  EXPECT_EQ(should_stop(c, 286000, 1e-4), StopReason::MaxUpdate);
+  EXPECT_EQ(should_stop(c, 10, 1e-9), StopReason::MinLr);
+  EXPECT_EQ(should_stop({}, 1000000000, 0.0), StopReason::None);
+}
+
+}  // namespace
+}  // namespace stretch::optim
