@@ -13,15 +13,21 @@
 //   AlibiOverhead/T            fused fwd+bwd with ALiBi (learnable slopes) vs none, the two
 //                              interleaved call by call; counter alibi_over_none = median ratio.
 //   Long/32768                 fused forward, B = 1, H = 4, D = 64, ALiBi: peak resident set.
-// Counters: GFLOPs = useful causal FLOP rate (4·D per visible (i, j) forward, 10·D backward:
-// QKᵀ, P·V; recomputed QKᵀ, dO·Vᵀ, dV, dK, dQ), of_gemm = GFLOPs / Gemm rate measured in this
+// Counters: GFLOPs = useful causal FLOP rate per wall second (4·D per visible (i, j) forward,
+// 10·D backward: QKᵀ, P·V; recomputed QKᵀ, dO·Vᵀ, dV, dK, dQ), cpu_GFLOPs = the same per
+// CPU-second of this process (all threads: a per-core rate that other jobs on the shared
+// machine do not distort), of_gemm = cpu_GFLOPs / the GEMM's cpu_GFLOPs measured in this
 // process, work_MiB = peak bytes the op allocated beyond its inputs and outputs (tensor pool +
-// operator new), rss_MiB = peak resident set of the process during the benchmark.
+// operator new), rss_MiB = peak resident set of the process during the benchmark. The CPU
+// column is process CPU time (all threads).
+//
+// Run: build/bench/bench_attention   (about 2–3 minutes on 2 cores; --benchmark_filter=… for parts)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -90,8 +96,24 @@ struct MemProbe {
   }
 };
 
-// ---- the machine's GEMM rate, measured once in this process ----
-double gemm_gflops() {
+// Wall time and process CPU time (all threads). On this shared 2-core machine other jobs
+// steal whole time slices, so rates are also given per CPU-second of this process, which is
+// what the ratios in docs/BENCHMARKS.md use (thread-count independent: per core).
+struct Stamp {
+  std::chrono::steady_clock::time_point wall;
+  double cpu;
+  static double process_cpu() {
+    timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  }
+  static Stamp now() { return Stamp{std::chrono::steady_clock::now(), process_cpu()}; }
+  double wall_since() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count(); }
+  double cpu_since() const { return process_cpu() - cpu; }
+};
+
+// ---- the machine's GEMM rate (dnnl_sgemm 1024³), per CPU-second, measured once in this process ----
+double gemm_cpu_gflops() {
   static const double rate = [] {
     const int64_t n = 1024;
     std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
@@ -99,10 +121,9 @@ double gemm_gflops() {
     gemm(gp, a.data(), b.data(), c.data());
     std::vector<double> r;
     for (int i = 0; i < 7; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
+      const double t0 = Stamp::process_cpu();
       gemm(gp, a.data(), b.data(), c.data());
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      r.push_back(2.0 * n * n * n / s / 1e9);
+      r.push_back(2.0 * n * n * n / (Stamp::process_cpu() - t0) / 1e9);
     }
     std::sort(r.begin(), r.end());
     return r[r.size() / 2];
@@ -114,9 +135,12 @@ void BM_Gemm(benchmark::State& st) {
   const int64_t n = st.range(0);
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
   GemmParams gp{.m = n, .n = n, .k = n};
+  const Stamp t0 = Stamp::now();
   for (auto _ : st) gemm(gp, a.data(), b.data(), c.data());
-  st.counters["GFLOPs"] = benchmark::Counter(2.0 * n * n * n * st.iterations() / 1e9, benchmark::Counter::kIsRate);
-  st.counters["gemm_median_GFLOPs"] = gemm_gflops();
+  const double flop = 2.0 * n * n * n * st.iterations();
+  st.counters["GFLOPs"] = flop / t0.wall_since() / 1e9;
+  st.counters["cpu_GFLOPs"] = flop / t0.cpu_since() / 1e9;
+  st.counters["median_cpu_GFLOPs"] = gemm_cpu_gflops();
 }
 
 // ---- problem ----
@@ -153,14 +177,14 @@ void fused_bwd(Inputs& in, const AttentionParams& p, float* dslopes) {
                      in.q.data(), in.k.data(), in.v.data(), in.out.data(), in.lse.data(), p);
 }
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// secs: wall time of the whole timed loop (all iterations).
-void report(benchmark::State& st, const Inputs& in, double flop_per_pair_d, const MemProbe& mp, double secs) {
-  const double gflops = flop_per_pair_d * in.D * in.pairs() * st.iterations() / secs / 1e9;
-  st.counters["GFLOPs"] = gflops;
-  st.counters["of_gemm"] = gflops / gemm_gflops();
+// Counters: GFLOPs per wall second, cpu_GFLOPs per CPU-second, of_gemm = cpu_GFLOPs over the
+// GEMM's, work_MiB and rss_MiB from the probe.
+void report(benchmark::State& st, const Inputs& in, double flop_per_pair_d, const MemProbe& mp, const Stamp& t0) {
+  const double flop = flop_per_pair_d * in.D * in.pairs() * st.iterations();
+  const double wall = t0.wall_since(), cpu = t0.cpu_since();
+  st.counters["GFLOPs"] = flop / wall / 1e9;
+  st.counters["cpu_GFLOPs"] = flop / cpu / 1e9;
+  st.counters["of_gemm"] = flop / cpu / 1e9 / gemm_cpu_gflops();
   st.counters["work_MiB"] = mp.work_mib();
   st.counters["rss_MiB"] = MemProbe::rss_mib();
 }
@@ -171,9 +195,9 @@ void BM_FusedFwd(benchmark::State& st) {
   fused_fwd(in, p);  // warm the pool
   MemProbe mp;
   mp.start();
-  const auto t0 = Clock::now();
+  const Stamp t0 = Stamp::now();
   for (auto _ : st) fused_fwd(in, p);
-  report(st, in, 4.0, mp, since(t0));
+  report(st, in, 4.0, mp, t0);
 }
 
 void BM_FusedFwdBwd(benchmark::State& st) {
@@ -182,12 +206,12 @@ void BM_FusedFwdBwd(benchmark::State& st) {
   fused_fwd(in, p);
   MemProbe mp;
   mp.start();
-  const auto t0 = Clock::now();
+  const Stamp t0 = Stamp::now();
   for (auto _ : st) {
     fused_fwd(in, p);
     fused_bwd(in, p, nullptr);
   }
-  report(st, in, 14.0, mp, since(t0));
+  report(st, in, 14.0, mp, t0);
 }
 
 // ---- materialised attention, one (b, h) at a time (see the header comment) ----
@@ -254,12 +278,12 @@ void BM_MaterialisedFwd(benchmark::State& st) {
   const AttentionParams p = in.params(Bias::Alibi);
   MemProbe mp;
   mp.start();
-  const auto t0 = Clock::now();
+  const Stamp t0 = Stamp::now();
   for (auto _ : st) {
     Materialised m;
     m.forward(in, p);
   }
-  report(st, in, 4.0, mp, since(t0));
+  report(st, in, 4.0, mp, t0);
 }
 
 void BM_MaterialisedFwdBwd(benchmark::State& st) {
@@ -267,12 +291,12 @@ void BM_MaterialisedFwdBwd(benchmark::State& st) {
   const AttentionParams p = in.params(Bias::Alibi);
   MemProbe mp;
   mp.start();
-  const auto t0 = Clock::now();
+  const Stamp t0 = Stamp::now();
   for (auto _ : st) {
     Materialised m;
     m.forward_backward(in, p);
   }
-  report(st, in, 14.0, mp, since(t0));
+  report(st, in, 14.0, mp, t0);
 }
 
 void BM_ReferenceFwd(benchmark::State& st) {
@@ -280,9 +304,9 @@ void BM_ReferenceFwd(benchmark::State& st) {
   const AttentionParams p = in.params(Bias::Alibi);
   MemProbe mp;
   mp.start();
-  const auto t0 = Clock::now();
+  const Stamp t0 = Stamp::now();
   for (auto _ : st) ref::attention_forward(in.out.data(), in.lse.data(), in.q.data(), in.k.data(), in.v.data(), p);
-  report(st, in, 4.0, mp, since(t0));
+  report(st, in, 4.0, mp, t0);
 }
 
 void BM_ReferenceFwdBwd(benchmark::State& st) {
@@ -290,25 +314,25 @@ void BM_ReferenceFwdBwd(benchmark::State& st) {
   const AttentionParams p = in.params(Bias::Alibi);
   MemProbe mp;
   mp.start();
-  const auto t0 = Clock::now();
+  const Stamp t0 = Stamp::now();
   for (auto _ : st) {
     ref::attention_forward(in.out.data(), in.lse.data(), in.q.data(), in.k.data(), in.v.data(), p);
     ref::attention_backward(in.dq.data(), in.dk.data(), in.dv.data(), AttentionGrads{}, in.dout.data(), in.q.data(),
                             in.k.data(), in.v.data(), in.out.data(), in.lse.data(), p);
   }
-  report(st, in, 14.0, mp, since(t0));
+  report(st, in, 14.0, mp, t0);
 }
 
 // ALiBi (with learnable-slope gradient) vs none, interleaved call by call so that machine
-// noise hits both; the counter is the median over iterations of t_alibi / t_none.
+// noise hits both; the counters are medians over iterations of the CPU-time ratio.
 void BM_AlibiOverhead(benchmark::State& st) {
   Inputs in(1, 8, st.range(0), 64);
   const AttentionParams none = in.params(Bias::None), alibi = in.params(Bias::Alibi);
   auto timed = [&](const AttentionParams& p, float* ds) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stamp t0 = Stamp::now();
     fused_fwd(in, p);
     fused_bwd(in, p, ds);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return t0.cpu_since();
   };
   timed(none, nullptr), timed(alibi, in.dslopes.data());
   std::vector<double> ratio, ratio_fixed;
@@ -332,20 +356,20 @@ void BM_Long(benchmark::State& st) {
   const AttentionParams p = in.params(Bias::Alibi);
   MemProbe mp;
   mp.start();
-  const auto t0 = Clock::now();
+  const Stamp t0 = Stamp::now();
   for (auto _ : st) fused_fwd(in, p);
-  report(st, in, 4.0, mp, since(t0));
+  report(st, in, 4.0, mp, t0);
 }
 
-BENCHMARK(BM_Gemm)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_FusedFwd)->ArgsProduct({{512, 2048, 8192}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_FusedFwdBwd)->ArgsProduct({{512, 2048, 8192}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_MaterialisedFwd)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_MaterialisedFwdBwd)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_ReferenceFwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_ReferenceFwdBwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AlibiOverhead)->Arg(2048)->Iterations(15)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Long)->Arg(32768)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gemm)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_FusedFwd)->ArgsProduct({{512, 2048, 8192}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_FusedFwdBwd)->ArgsProduct({{512, 2048, 8192}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_MaterialisedFwd)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_MaterialisedFwdBwd)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_ReferenceFwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_ReferenceFwdBwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_AlibiOverhead)->Arg(2048)->Iterations(15)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_Long)->Arg(32768)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 
 }  // namespace
 }  // namespace stretch::ops

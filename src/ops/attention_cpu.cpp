@@ -41,6 +41,7 @@ constexpr int kBq = 64;  // query rows per tile
 constexpr int kBk = 64;  // keys per tile (a multiple of attn::kNr)
 static_assert(kBk % attn::kNr == 0, "key tiles must be whole micro-kernel blocks");
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kLazy = 8.f;  // online softmax: tolerated growth of exp(s − m), e^8 ≈ 3e3
 
 // A buffer from the tensor pool (64-byte aligned, cached between calls).
 template <class T>
@@ -179,7 +180,9 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_ti
   std::fill(w.o, w.o + mq * D, 0.f);
   std::fill(w.m, w.m + mq, kNegInf);
   std::fill(w.l, w.l + mq, 0.f);
-  for (int64_t kt = j_lo / kBk; kt * kBk < j_hi; ++kt) {
+  // Key tiles from the diagonal backwards: with a distance penalty (ALiBi, windows) the row
+  // maximum is usually met in the first tile, so later tiles rarely rescale the accumulator.
+  for (int64_t kt = (j_hi - 1) / kBk; kt >= j_lo / kBk; --kt) {
     const int64_t j0 = kt * kBk;
     const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
     const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
@@ -192,13 +195,16 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_ti
       float mx = kNegInf;
 #pragma omp simd reduction(max : mx)
       for (int jj = 0; jj < nk; ++jj) mx = std::max(mx, s[jj]);
-      const float m_new = std::max(w.m[r], mx);
+      // Lazy rescaling: the reference point m only moves when the tile's maximum exceeds it
+      // by more than kLazy, so exp(s − m) ≤ e^kLazy and l stays far from float overflow.
+      const float m_old = w.m[r];
+      const float m_new = mx > m_old + kLazy ? mx : m_old;
       if (m_new == kNegInf) {  // nothing visible in this row yet
         std::fill(s, s + nk, 0.f);
         continue;
       }
       const float sum = attn::exp_row(s, nk, m_new);
-      const float alpha = w.m[r] == kNegInf ? 0.f : std::exp(w.m[r] - m_new);
+      const float alpha = m_new == m_old ? 1.f : m_old == kNegInf ? 0.f : std::exp(m_old - m_new);
       w.l[r] = w.l[r] * alpha + sum;
       w.m[r] = m_new;
       if (alpha != 1.f) {
