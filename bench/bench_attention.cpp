@@ -5,7 +5,8 @@
 //   Fused{Fwd,FwdBwd}/T/bias   the fused kernel, B·H = 8 (B = 1, H = 8), D = 64, causal
 //   Materialised{Fwd,FwdBwd}/T the unfused formulation as fairseq/PyTorch run it: scores [T, S]
 //                              = Q·Kᵀ by ops::gemm, + an explicit [T, S] ALiBi+causal mask
-//                              matrix, row softmax, P·V by ops::gemm; backward with four more
+//                              matrix, row softmax (vectorised with the kernel's exp), P·V by
+//                              ops::gemm; backward with four more
 //                              GEMMs. It processes ONE (b, h) at a time (PyTorch would hold
 //                              all B·H score matrices: 2 GiB at T = 8192) and recomputes P in
 //                              backward, so its memory is 3·T·S floats, not B·H·T·S.
@@ -39,6 +40,7 @@
 #include "core/rng.h"
 #include "ops/alibi.h"
 #include "ops/attention.h"
+#include "ops/attention_tile.h"  // exp_row: the same vector exp for the baseline
 #include "ops/gemm.h"
 #include "tensor/pool.h"
 
@@ -232,10 +234,14 @@ struct Materialised {
       float* r = prob.data() + i * S;
       const float* bi = bias.data() + i * S;
       float mx = -INFINITY;
-      for (int64_t j = 0; j < S; ++j) r[j] += bi[j], mx = std::max(mx, r[j]);
-      float sum = 0.f;
-      for (int64_t j = 0; j < S; ++j) r[j] = std::exp(r[j] - mx), sum += r[j];
-      for (int64_t j = 0; j < S; ++j) r[j] /= sum;
+#pragma omp simd reduction(max : mx)
+      for (int64_t j = 0; j < S; ++j) {
+        r[j] += bi[j];
+        mx = std::max(mx, r[j]);
+      }
+      const float inv = 1.f / attn::exp_row(r, static_cast<int>(S), mx);  // the kernel's vector exp
+#pragma omp simd
+      for (int64_t j = 0; j < S; ++j) r[j] *= inv;
     }
   }
   void forward(Inputs& in, const AttentionParams& p) {
