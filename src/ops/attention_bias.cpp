@@ -60,18 +60,41 @@ BiasSetup bias_setup(const AttentionParams& p, bool learn) {
   return bs;
 }
 
-void bias_reduce_grad(const BiasSetup& bs, const AttentionParams& p, int64_t h, const float* g, double* dtheta) {
+size_t bias_grad_floats(const BiasSetup& bs) {
+  return bs.n_params > 0 && bs.eval == BiasEval::Table ? static_cast<size_t>(kGradLanes) * bs.rel_n : 0;
+}
+
+void bias_grad_reset(const BiasSetup& bs, BiasGrad& acc) {
+  acc.moment = 0.0;
+  acc.row = 0;
+  if (acc.g != nullptr) std::fill(acc.g, acc.g + bias_grad_floats(bs), 0.f);
+}
+
+void bias_reduce_grad(const BiasSetup& bs, const AttentionParams& p, int64_t h, const BiasGrad& acc, double* dtheta) {
   if (bs.n_params == 0) return;
-  if (is_alibi(p.bias)) {
-    // ∂bias/∂slope_h = −slope_scale·f(dist)
-    double acc = 0.0;
-    for (int32_t x = 0; x < bs.rel_n; ++x)
-      if (g[x] != 0.f) acc += static_cast<double>(g[x]) * alibi_f(p, alibi_dist(p, bs.rel_lo + x));
-    dtheta[0] += -static_cast<double>(p.alibi.slope_scale) * acc;
-  } else {
-    // ∂bias/∂table[bucket(rel), h] = 1
-    for (int32_t x = 0; x < bs.rel_n; ++x)
-      if (g[x] != 0.f) dtheta[t5_bucket(bs.rel_lo + x, p.t5.num_buckets, p.t5.max_distance, p.mask)] += g[x];
+  const double scale = static_cast<double>(p.alibi.slope_scale);
+  switch (bs.eval) {
+    case BiasEval::None:
+      return;
+    case BiasEval::Linear:  // bias = slope·scale·rel
+      dtheta[0] += scale * acc.moment;
+      return;
+    case BiasEval::SymLinear:  // bias = −slope·scale·|rel|
+      dtheta[0] += -scale * acc.moment;
+      return;
+    case BiasEval::Table:
+      break;
+  }
+  for (int32_t x = 0; x < bs.rel_n; ++x) {
+    float gx = 0.f;
+    for (int lane = 0; lane < kGradLanes; ++lane) gx += acc.g[static_cast<size_t>(lane) * bs.rel_n + x];
+    if (gx == 0.f) continue;
+    const int64_t rel = bs.rel_lo + x;
+    if (is_alibi(p.bias)) {
+      dtheta[0] += -scale * static_cast<double>(gx) * alibi_f(p, alibi_dist(p, rel));  // ∂bias/∂slope = −scale·f
+    } else {
+      dtheta[t5_bucket(rel, p.t5.num_buckets, p.t5.max_distance, p.mask)] += gx;  // ∂bias/∂table[bucket] = 1
+    }
   }
 }
 

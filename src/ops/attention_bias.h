@@ -5,10 +5,12 @@
 // Evaluators are templates, so BiasEval::None costs nothing and linear ALiBi is one FMA;
 // shapes without a cheap closed form (ALiBi log/clipped, T5) read a per-head table over rel
 // built once per call (O(H·(S+T)) floats, never a T×S matrix).
-// Learnable parameters: the kernel accumulates g_h[rel] = Σ_{(i,j): j−p_i=rel} ∂L/∂score_ij
-// per (b, h); BiasSetup::reduce_grad turns g into ∂L/∂θ for the policy's per-head
-// parameters θ (the slope: Σ g·(−slope_scale·f); T5: table[bucket] += g). A later policy with
-// its own per-head parameter (Adaptive Span's z_h) adds a table and a reduce rule here.
+// Learnable parameters: for each (b, h) the kernel hands every row of ∂L/∂score to the
+// evaluator's grad(): linear ALiBi keeps one moment Σ ∂L/∂score·rel (or ·|rel|), table
+// policies accumulate g_h[rel] = Σ_{(i,j): j−p_i=rel} ∂L/∂score_ij; bias_reduce_grad turns
+// that into ∂L/∂θ for the policy's per-head parameters θ (the slope; the T5 table column).
+// A later policy with its own per-head parameter (Adaptive Span's z_h) adds an evaluator with
+// a grad() and a reduce rule here.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -29,11 +31,25 @@ struct BiasSetup {
   int n_params = 0;               // learnable parameters per head with a gradient requested
 };
 
+// Gradient state of one (b, h) while the kernel runs. Table policies spread consecutive rows
+// over kGradLanes copies of g: row r+1's run of offsets is row r's shifted by one, and adding
+// it into the same buffer right away would stall on store-to-load forwarding.
+inline constexpr int kGradLanes = 4;
+struct BiasGrad {
+  double moment = 0.0;  // Linear / SymLinear: Σ ∂L/∂score · rel (or · |rel|)
+  float* g = nullptr;   // Table: [kGradLanes, rel_n], zeroed per (b, h)
+  int row = 0;          // rows seen, selects the lane of g
+};
+
 // Builds the evaluator data for p (already checked). `learn` asks for gradient reduction
 // (true when the matching AttentionGrads pointer is non-null).
 BiasSetup bias_setup(const AttentionParams& p, bool learn);
-// dtheta [n_params] += ∂L/∂θ_h from g [rel_n] of head h.
-void bias_reduce_grad(const BiasSetup& bs, const AttentionParams& p, int64_t h, const float* g, double* dtheta);
+// Floats of g scratch one thread needs (0 unless a Table policy is learnable).
+size_t bias_grad_floats(const BiasSetup& bs);
+// Resets acc for a new (b, h); zeroes its g.
+void bias_grad_reset(const BiasSetup& bs, BiasGrad& acc);
+// dtheta [n_params] += ∂L/∂θ_h from the accumulated state of head h.
+void bias_reduce_grad(const BiasSetup& bs, const AttentionParams& p, int64_t h, const BiasGrad& acc, double* dtheta);
 // Adds the per-(b, h) partials [B·H, n_params] into the caller's gradient (fixed order over b).
 void bias_scatter_grad(const BiasSetup& bs, const AttentionParams& p, const double* partial,
                        const AttentionGrads& extra);
@@ -44,6 +60,7 @@ struct EvalNone {
 #pragma omp simd
     for (int jj = 0; jj < n; ++jj) s[jj] *= scale;
   }
+  void grad(const float*, int, int32_t, BiasGrad&) const {}
 };
 
 // −m·(p − j) = m·rel (causal: rel ≤ 0 for every visible key).
@@ -53,6 +70,12 @@ struct EvalLinear {
   void operator()(float* s, int n, int32_t rel0, float scale) const {
 #pragma omp simd
     for (int jj = 0; jj < n; ++jj) s[jj] = s[jj] * scale + m * static_cast<float>(rel0 + jj);
+  }
+  void grad(const float* ds, int n, int32_t rel0, BiasGrad& acc) const {
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int jj = 0; jj < n; ++jj) sum += ds[jj] * static_cast<float>(rel0 + jj);
+    acc.moment += sum;
   }
 };
 
@@ -64,15 +87,28 @@ struct EvalSymLinear {
 #pragma omp simd
     for (int jj = 0; jj < n; ++jj) s[jj] = s[jj] * scale - m * std::fabs(static_cast<float>(rel0 + jj));
   }
+  void grad(const float* ds, int n, int32_t rel0, BiasGrad& acc) const {
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int jj = 0; jj < n; ++jj) sum += ds[jj] * std::fabs(static_cast<float>(rel0 + jj));
+    acc.moment += sum;
+  }
 };
 
 struct EvalTable {
   const float* at_rel0;  // table row of head h, indexed by rel directly
-  EvalTable(const BiasSetup& bs, int64_t h) : at_rel0(bs.table.data() + h * bs.rel_n - bs.rel_lo) {}
+  int32_t rel_lo, rel_n;
+  EvalTable(const BiasSetup& bs, int64_t h)
+      : at_rel0(bs.table.data() + h * bs.rel_n - bs.rel_lo), rel_lo(bs.rel_lo), rel_n(bs.rel_n) {}
   void operator()(float* s, int n, int32_t rel0, float scale) const {
     const float* t = at_rel0 + rel0;
 #pragma omp simd
     for (int jj = 0; jj < n; ++jj) s[jj] = s[jj] * scale + t[jj];
+  }
+  void grad(const float* ds, int n, int32_t rel0, BiasGrad& acc) const {
+    float* g = acc.g + static_cast<size_t>(acc.row++ % kGradLanes) * rel_n + (rel0 - rel_lo);
+#pragma omp simd
+    for (int jj = 0; jj < n; ++jj) g[jj] += ds[jj];
   }
 };
 

@@ -41,6 +41,7 @@ constexpr int kBq = 64;  // query rows per tile
 constexpr int kBk = 64;  // keys per tile (a multiple of attn::kNr)
 static_assert(kBk % attn::kNr == 0, "key tiles must be whole micro-kernel blocks");
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kLazy = 8.f;  // online softmax: tolerated growth of exp(s − m), e^8 ≈ 3e3
 
 // A buffer from the tensor pool (64-byte aligned, cached between calls).
 template <class T>
@@ -100,17 +101,20 @@ KeyRange row_keys(const Geo& g, int64_t pos) {
   return r;
 }
 
-// dst [B·H, D, s_pad] = per-head transpose of src [B·H, S, D], zero for keys ≥ S.
+// dst [B·H, n_kt, D, kBk] = src [B·H, S, D] transposed tile by tile (zero for keys ≥ S), so the
+// Kᵀ block of one key tile is contiguous (a strided [D, S] layout would put the D rows of a
+// tile S floats apart and alias them in L1).
 void pack_transposed(float* dst, const float* src, const Geo& g) {
-  const int64_t BH = g.B * g.H, S = g.S, D = g.D, SP = g.s_pad;
+  const int64_t BH = g.B * g.H, S = g.S, D = g.D;
 #pragma omp parallel for schedule(static)
-  for (int64_t bh = 0; bh < BH; ++bh) {
-    const float* s = src + bh * S * D;
-    float* d = dst + bh * D * SP;
-    for (int64_t j0 = 0; j0 < SP; j0 += 16)
+  for (int64_t bh = 0; bh < BH; ++bh)
+    for (int64_t kt = 0; kt < g.n_kt; ++kt) {
+      const float* s = src + (bh * S + kt * kBk) * D;
+      float* d = dst + (bh * g.n_kt + kt) * D * kBk;
+      const int64_t nk = std::min<int64_t>(kBk, S - kt * kBk);
       for (int64_t dd = 0; dd < D; ++dd)
-        for (int64_t j = j0; j < j0 + 16; ++j) d[dd * SP + j] = j < S ? s[j * D + dd] : 0.f;
-  }
+        for (int64_t j = 0; j < kBk; ++j) d[dd * kBk + j] = j < nk ? s[j * D + dd] : 0.f;
+    }
 }
 
 // pad_tile [B, n_kt]: 1 when any key of the tile is padded.
@@ -169,18 +173,20 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_ti
   const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
   const int64_t j_lo = row_keys(g, p0).lo, j_hi = row_keys(g, p1).hi;
   const float* Q = q + (bh * g.T + i0) * D;
-  const float* Kt = kt_pack + bh * D * g.s_pad;
+  const float* Kt = kt_pack + bh * D * g.s_pad;  // [n_kt, D, kBk]
   const float* V = v + bh * g.S * D;
   const Eval ev(bs, h);
 
   std::fill(w.o, w.o + mq * D, 0.f);
   std::fill(w.m, w.m + mq, kNegInf);
   std::fill(w.l, w.l + mq, 0.f);
-  for (int64_t kt = j_lo / kBk; kt * kBk < j_hi; ++kt) {
+  // Key tiles from the diagonal backwards: with a distance penalty (ALiBi, windows) the row
+  // maximum is usually met in the first tile, so later tiles rarely rescale the accumulator.
+  for (int64_t kt = (j_hi - 1) / kBk; kt >= j_lo / kBk; --kt) {
     const int64_t j0 = kt * kBk;
     const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
     const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
-    tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q, D, Kt + j0, g.s_pad, w.s, kBk);
+    tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q, D, Kt + kt * D * kBk, kBk, w.s, kBk);
     for (int r = 0; r < mq; ++r) {
       float* s = w.s + r * kBk;
       const int64_t pos = p0 + r;
@@ -189,19 +195,16 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_ti
       float mx = kNegInf;
 #pragma omp simd reduction(max : mx)
       for (int jj = 0; jj < nk; ++jj) mx = std::max(mx, s[jj]);
-      const float m_new = std::max(w.m[r], mx);
+      // Lazy rescaling: the reference point m only moves when the tile's maximum exceeds it
+      // by more than kLazy, so exp(s − m) ≤ e^kLazy and l stays far from float overflow.
+      const float m_old = w.m[r];
+      const float m_new = mx > m_old + kLazy ? mx : m_old;
       if (m_new == kNegInf) {  // nothing visible in this row yet
         std::fill(s, s + nk, 0.f);
         continue;
       }
-      float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-      for (int jj = 0; jj < nk; ++jj) {
-        const float e = expf(s[jj] - m_new);
-        s[jj] = e;
-        sum += e;
-      }
-      const float alpha = expf(w.m[r] - m_new);  // 0 when m was −inf
+      const float sum = attn::exp_row(s, nk, m_new);
+      const float alpha = m_new == m_old ? 1.f : m_old == kNegInf ? 0.f : std::exp(m_old - m_new);
       w.l[r] = w.l[r] * alpha + sum;
       w.m[r] = m_new;
       if (alpha != 1.f) {
@@ -267,7 +270,7 @@ struct BwdScratch {
   float* dk;  // [kBk, D] dK accumulator of one key tile
   float* dv;  // [kBk, D] dV accumulator of one key tile
   float* z;   // [kBk] dropout factors of one row
-  float* gr;  // [rel_n] ∂L/∂bias by relative offset (learnable bias only)
+  attn::BiasGrad grad;  // learnable bias state of the current (b, h)
 };
 
 template <class Eval>
@@ -284,7 +287,7 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
   const bool learn = bs.n_params > 0;
   const Eval ev(bs, h);
   const float inf = std::numeric_limits<float>::infinity();
-  if (learn) std::fill(w.gr, w.gr + bs.rel_n, 0.f);
+  attn::bias_grad_reset(bs, w.grad);
 
   for (int64_t kt = 0; kt < g.n_kt; ++kt) {
     const int64_t j0 = kt * kBk;
@@ -304,9 +307,10 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
       const int mq = static_cast<int>(std::min<int64_t>(kBq, T - i0));
       const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
       const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
-      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q + i0 * D, D, Kt + j0, g.s_pad, w.s, kBk);
-      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), dO + i0 * D, D, Vt + j0, g.s_pad, w.dp,
+      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q + i0 * D, D, Kt + kt * D * kBk, kBk, w.s,
                                            kBk);
+      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), dO + i0 * D, D, Vt + kt * D * kBk, kBk,
+                                           w.dp, kBk);
       for (int r = 0; r < mq; ++r) {
         const int64_t i = i0 + r, pos = p0 + r;
         float* s = w.s + r * kBk;
@@ -316,27 +320,19 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
         if (masked) mask_row(s, nk, g, b, pos, j0);
         const float L = lse[bh * T + i] == kNegInf ? inf : lse[bh * T + i];  // empty row: P = 0
         const float dl = delta[bh * T + i];
+        attn::exp_row(s, nk, L);  // P
         if (g.dropout.p > 0.f) {
           dropout_row(w.z, nk, g, bh, i, j0);
 #pragma omp simd
           for (int jj = 0; jj < nk; ++jj) {
-            const float pr = expf(s[jj] - L);
-            dp[jj] = pr * (dp[jj] * w.z[jj] - dl);
-            s[jj] = pr * w.z[jj];
+            dp[jj] = s[jj] * (dp[jj] * w.z[jj] - dl);
+            s[jj] *= w.z[jj];
           }
         } else {
 #pragma omp simd
-          for (int jj = 0; jj < nk; ++jj) {
-            const float pr = expf(s[jj] - L);
-            dp[jj] = pr * (dp[jj] - dl);
-            s[jj] = pr;
-          }
+          for (int jj = 0; jj < nk; ++jj) dp[jj] = s[jj] * (dp[jj] - dl);
         }
-        if (learn) {
-          float* gr = w.gr + (rel0 - bs.rel_lo);
-#pragma omp simd
-          for (int jj = 0; jj < nk; ++jj) gr[jj] += dp[jj];
-        }
+        if (learn) ev.grad(dp, nk, rel0, w.grad);
 #pragma omp simd
         for (int jj = 0; jj < nk; ++jj) dp[jj] *= g.scale;
       }
@@ -379,19 +375,19 @@ void backward_run(const Geo& g, const BiasSetup& bs, const AttentionParams& p, c
   std::fill(partial.data(), partial.data() + n_partial, 0.0);
 
   const int nthr = omp_get_max_threads();
-  const size_t rel = bs.n_params > 0 ? static_cast<size_t>(bs.rel_n) : 0;
-  const size_t per = static_cast<size_t>(2 * kBq * kBk + 2 * kBk * D + kBk) + rel;
+  const size_t per = static_cast<size_t>(2 * kBq * kBk + 2 * kBk * D + kBk) + attn::bias_grad_floats(bs);
   PoolArray<float> scratch(per * nthr);
 #pragma omp parallel num_threads(nthr)
   {
     float* base = scratch.data() + per * omp_get_thread_num();
     BwdScratch w{base, base + kBq * kBk, base + 2 * kBq * kBk, base + 2 * kBq * kBk + kBk * D,
-                 base + 2 * kBq * kBk + 2 * kBk * D, base + 2 * kBq * kBk + 2 * kBk * D + kBk};
+                 base + 2 * kBq * kBk + 2 * kBk * D, attn::BiasGrad{}};
+    if (attn::bias_grad_floats(bs) > 0) w.grad.g = base + 2 * kBq * kBk + 2 * kBk * D + kBk;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < BH; ++bh) {
       backward_head<Eval>(g, bs, pad_tile.data(), bh, dq, dk, dv, dout, q, k, lse, delta.data(), kt_pack.data(),
                           vt_pack.data(), w);
-      if (bs.n_params > 0) attn::bias_reduce_grad(bs, p, bh % g.H, w.gr, partial.data() + bh * bs.n_params);
+      if (bs.n_params > 0) attn::bias_reduce_grad(bs, p, bh % g.H, w.grad, partial.data() + bh * bs.n_params);
     }
   }
   attn::bias_scatter_grad(bs, p, partial.data(), extra);

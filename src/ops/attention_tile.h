@@ -14,10 +14,12 @@
 
 // glibc's libmvec provides vector expf (_ZGVeN16v_expf, _ZGVdN8v_expf, ...). Declaring expf
 // with the simd attribute (what glibc's own <math.h> does under -ffast-math) lets the loop
-// vectoriser call it without -ffast-math. Where it does not apply, the loops call scalar expf:
-// the same results up to libm's ulp error, so correctness never depends on it.
+// vectoriser call it without -ffast-math; `const` says it leaves errno alone, which holds for
+// the only arguments this kernel passes (exp_neg clamps them to [−80, ~0]) and lets GCC
+// if-convert the clamp around the call. Where this does not apply the loops call scalar
+// expf: the same results up to libm's ulp error, so correctness never depends on it.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-extern "C" float expf(float) noexcept __attribute__((simd("notinbranch")));
+extern "C" float expf(float) noexcept __attribute__((simd("notinbranch"), const));
 #endif
 
 namespace stretch::ops::attn {
@@ -29,12 +31,36 @@ inline constexpr int kMr = 8;
 inline constexpr int kLanes = 8;
 inline constexpr int kMr = 6;
 #endif
+static_assert(kMr == 6 || kMr == 8, "tile_gemm dispatches row counts up to 8");
 inline constexpr int kNv = 2;                // vectors per micro-kernel row
 inline constexpr int kNr = kLanes * kNv;     // columns per micro-kernel block
 typedef float VecF __attribute__((vector_size(kLanes * sizeof(float))));
 
 enum class ALayout : uint8_t { Rows, Cols };
 enum class Init : uint8_t { Zero, Accumulate };
+
+// s[0..n) ← exp(s − sub) for the softmax's s ≤ sub (sub = running max, or lse), flushed to 0
+// below about e^−60 (and for s = −inf); returns the sum. A flushed term is ≥ 1e18 times smaller
+// than the row's largest one and cannot change a float sum, while keeping it would feed
+// denormal products to the backward GEMMs. The argument is clamped at −60 in a pass of its own:
+// libmvec's vector expf calls scalar expf lane by lane for out-of-range arguments, and a clamp
+// written inside the exp loop is undone by GCC (it rewrites exp(max(x, c)) as a select between
+// exp(x) and exp(c)).
+inline float exp_row(float* s, int n, float sub) {
+#pragma omp simd
+  for (int jj = 0; jj < n; ++jj) {
+    const float x = s[jj] - sub;
+    s[jj] = x > -60.f ? x : -60.f;
+  }
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int jj = 0; jj < n; ++jj) {
+    const float e = expf(s[jj]);
+    s[jj] = e > 1e-26f ? e : 0.f;  // e^−60 = 8.8e−27
+    sum += s[jj];
+  }
+  return sum;
+}
 
 template <ALayout L>
 inline float a_at(const float* a, int64_t lda, int r, int p) {
