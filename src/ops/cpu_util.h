@@ -42,23 +42,27 @@ void reduce_rows(float* out, int64_t n, int64_t width, RowFn row_fn) {
   const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
   Scratch partial(blocks * width);  // [blocks, W]
   float* p = partial.data();
-#pragma omp parallel for schedule(static) if (n * width > kParallelThreshold)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    float* acc = p + blk * width;
-    std::memset(acc, 0, static_cast<size_t>(width) * sizeof(float));
-    const int64_t r1 = std::min(n, (blk + 1) * kRowBlock);
-    for (int64_t r = blk * kRowBlock; r < r1; ++r) row_fn(r, acc);
-  }
-  // Sum blocks in order, parallel over columns.
   constexpr int64_t kCols = 64;
   const int64_t col_blocks = (width + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static) if (blocks * width > kParallelThreshold)
-  for (int64_t cb = 0; cb < col_blocks; ++cb) {
-    const int64_t c0 = cb * kCols, c1 = std::min(width, c0 + kCols);
+  // One parallel region (one fork/join): partial sums per row block, a barrier, then the blocks
+  // summed in order, parallel over columns.
+#pragma omp parallel if (n * width > kParallelThreshold)
+  {
+#pragma omp for schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const float* acc = p + blk * width;
+      float* acc = p + blk * width;
+      std::memset(acc, 0, static_cast<size_t>(width) * sizeof(float));
+      const int64_t r1 = std::min(n, (blk + 1) * kRowBlock);
+      for (int64_t r = blk * kRowBlock; r < r1; ++r) row_fn(r, acc);
+    }
+#pragma omp for schedule(static)
+    for (int64_t cb = 0; cb < col_blocks; ++cb) {
+      const int64_t c0 = cb * kCols, c1 = std::min(width, c0 + kCols);
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        const float* acc = p + blk * width;
 #pragma omp simd
-      for (int64_t c = c0; c < c1; ++c) out[c] += acc[c];
+        for (int64_t c = c0; c < c1; ++c) out[c] += acc[c];
+      }
     }
   }
 }

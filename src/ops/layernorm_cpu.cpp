@@ -1,8 +1,9 @@
 // ops/layernorm_cpu.cpp — LayerNorm fast path: OpenMP over rows, vectorised inner loops over C.
-// Row statistics in float with a two-pass variance (stable for rows with a large mean).
+// Row statistics in float, one pass with a shifted variance (stable for rows with a large mean).
 // Backward is one pass over (inp, dout): each row writes its dinp and adds its dweight/dbias
 // contribution into a fixed row block (cpu::reduce_rows), so the parameter gradients are bitwise
 // the same for any thread count.
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -47,14 +48,20 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
   for (int64_t n = 0; n < d.n; ++n) {
     const float* __restrict x = inp + n * C;
     float* __restrict y = out + n * C;
-    float s = 0.f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t c = 0; c < C; ++c) s += x[c];
-    const float m = s * inv_c;
-    float v = 0.f;
-#pragma omp simd reduction(+ : v)
-    for (int64_t c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
-    const float r = 1.f / std::sqrt(v * inv_c + d.eps);
+    // One pass for both moments, shifted by the row's first element so a large common offset does
+    // not cancel: var = E[(x−k)²] − E[x−k]², with k = x[0] within a few std of the mean.
+    const float k = x[0];
+    float s = 0.f, ss = 0.f;
+#pragma omp simd reduction(+ : s, ss)
+    for (int64_t c = 0; c < C; ++c) {
+      const float t = x[c] - k;
+      s += t;
+      ss += t * t;
+    }
+    const float ms = s * inv_c;
+    const float m = k + ms;
+    const float v = std::max(ss * inv_c - ms * ms, 0.f);
+    const float r = 1.f / std::sqrt(v + d.eps);
     if (weight && bias) {
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) y[c] = (x[c] - m) * r * weight[c] + bias[c];
