@@ -67,7 +67,10 @@ class StagingDir {
     if (ec)
       fail_io(parent.string(), "cannot create the directory for --destdir " + dest.string() + ": " + ec.message(),
               "choose a --destdir in a writable location");
-    std::string templ = (parent / ("." + dest.filename().string() + ".tmp-XXXXXX")).string();
+    std::string name(".");
+    name += dest.filename().string();
+    name += ".tmp-XXXXXX";
+    std::string templ = (parent / name).string();
     std::vector<char> buf(templ.begin(), templ.end());
     buf.push_back('\0');
     if (!::mkdtemp(buf.data()))
