@@ -187,6 +187,12 @@ PreprocessReport preprocess(const PreprocessConfig& cfg) {
     IndexedDatasetWriter writer((stage.path() / in.name).string(), dtype);
     BinarizeStats st = binarize_file(in.file, dict, scan, writer);
     writer.finish();
+    // Read back what was written, as a trainer would (header, sizes, ids < dictionary size).
+    auto check = IndexedDataset::open((stage.path() / in.name).string());
+    STRETCH_CHECK(check->num_items() == st.lines && check->total_tokens() == st.tokens,
+                  "wrote " << st.lines << " items / " << st.tokens << " tokens, read back " << check->num_items()
+                           << " / " << check->total_tokens());
+    check->validate_ids(dict.size());
     SplitReport r;
     r.name = in.name;
     r.source = in.path;
