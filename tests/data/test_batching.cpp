@@ -202,6 +202,20 @@ TEST(BatchIterator, CollationPadsRightAndCountsTargets) {
   EXPECT_EQ(b.offsets, (std::vector<int64_t>{0, 3}));
 }
 
+TEST(BatchIterator, BlocksLongerThanMaxPositions) {
+  // Lines of 3, 6 and 2 tokens in eos mode; max_positions 4 drops the 6-token line.
+  auto s = std::make_shared<MemoryTokenStream>(std::vector<Ids>{{5, 6, 2}, {7, 7, 7, 7, 7, 2}, {8, 2}});
+  auto blocks = std::make_shared<TokenBlocks>(s, TokenBlockParams{.block_size = 4, .break_mode = BreakMode::Eos});
+  BatchIteratorParams p;
+  p.size = {.max_tokens = 0, .max_sentences = 8, .required_batch_size_multiple = 1};
+  p.index_order = IndexOrder::Natural;
+  p.max_positions = 4;
+  BatchIterator it(blocks, p);
+  EXPECT_EQ(it.frozen_batches(), (Batches{{0, 2}}));
+  p.invalid_sizes = InvalidSizes::Error;
+  EXPECT_THROW(BatchIterator(blocks, p), Error);
+}
+
 TEST(BpttStreams, FairseqTruncatedBpttLayout) {
   // fairseq's TruncatedBPTTDataset docstring: 16 blocks, bsz_per_shard 2, 3 shards: block ids
   // laid out as [[0,1],[2,3],...,[10,11]] (blocks 12..15 dropped); shard 1 sees
