@@ -14,7 +14,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin  # data parallelism (optional at build time)
   python3 python3-numpy python3-torch python3-venv  # parity oracle (Debian's torch 1.13)
   gnuplot-nox                 # extrapolation plot (PNG + SVG)
-  wget ca-certificates        # data script
+  wget ca-certificates unzip  # data script (downloads, the WikiText-103 zip)
 )
 
 missing=()

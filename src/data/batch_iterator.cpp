@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "data/numpy_random.h"
 
 namespace stretch::data {
@@ -59,6 +60,20 @@ BatchIterator::BatchIterator(std::shared_ptr<const TokenBlocks> blocks, BatchIte
       const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
       return lengths[ua] != lengths[ub] ? lengths[ua] < lengths[ub] : perm[ua] < perm[ub];
     });
+  }
+  if (p_.max_positions > 0) {
+    std::vector<int64_t> kept, skipped;
+    for (int64_t k : order) (lengths[static_cast<size_t>(k)] > p_.max_positions ? skipped : kept).push_back(k);
+    if (!skipped.empty()) {
+      const int64_t k = skipped.front();
+      const std::string what = std::to_string(skipped.size()) + " sample(s) longer than max_positions " +
+                               std::to_string(p_.max_positions) + " (the first: sample " + std::to_string(k) +
+                               " of " + std::to_string(lengths[static_cast<size_t>(k)]) + " tokens)";
+      if (p_.invalid_sizes == InvalidSizes::Error)
+        fail_input("data", what, "pass --skip-invalid-size-inputs-valid-test to skip them, or use --sample-break-mode none");
+      log_warning(what + " will be skipped");
+    }
+    order = std::move(kept);
   }
   batches_ = batch_by_size(order, lengths, p_.size);
 }

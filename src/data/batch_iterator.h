@@ -4,6 +4,7 @@
 //   * Block order (fairseq MonolingualDataset.ordered_indices under numpy_seed(seed)):
 //     IndexOrder::Shuffled sorts blocks by length, ties by np.random.permutation(n) values
 //     (np.lexsort([perm, sizes])); IndexOrder::Natural keeps 0..n-1.
+//   * Blocks longer than max_positions are dropped from that order (or are an Error).
 //   * batch_by_size (fairseq data_utils_fast.batch_by_size_fast): walk that order adding
 //     blocks while rows × longest ≤ max_tokens and rows ≤ max_sentences (0 = no limit);
 //     when full, emit the largest multiple of required_batch_size_multiple rows (or the
@@ -40,12 +41,18 @@ std::vector<std::vector<int64_t>> batch_by_size(const std::vector<int64_t>& orde
 
 enum class IndexOrder : uint8_t { Natural, Shuffled };
 enum class EpochOrder : uint8_t { Fixed, ShuffledPerEpoch };
+// Blocks longer than max_positions (only possible with break modes eos/complete): fairseq
+// skips them in training and, with --skip-invalid-size-inputs-valid-test, in valid/test;
+// otherwise it is an error.
+enum class InvalidSizes : uint8_t { Skip, Error };
 
 struct BatchIteratorParams {
   BatchSizeParams size;
   uint32_t seed = 1;                                  // --seed
   IndexOrder index_order = IndexOrder::Shuffled;      // fairseq LM task: shuffled (all splits)
   EpochOrder epoch_order = EpochOrder::ShuffledPerEpoch;  // training; Fixed for validation
+  int64_t max_positions = 0;                          // longest block accepted; 0 = no limit
+  InvalidSizes invalid_sizes = InvalidSizes::Skip;    // what to do with longer blocks
   int num_shards = 1;                                 // data-parallel world size
   int shard_id = 0;                                   // this rank
   int32_t pad = 1;

@@ -1,14 +1,16 @@
 // data/binarizer.cpp — see binarizer.h.
 #include "data/binarizer.h"
 
-#include <omp.h>
-
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
-#include <unordered_map>
+#include <thread>
 
 #include "core/error.h"
+#include "data/symbol_table.h"
 
 namespace stretch::data {
 
@@ -22,6 +24,52 @@ std::vector<size_t> work_ranges(const MappedFile& file, const ScanParams& p) {
   const size_t n = std::max<size_t>(1, (size + target - 1) / target);
   return split_at_line_starts(file.bytes(), size, n, p.mode);
 }
+
+// Token counts keyed by views into the mapped file: open addressing, no allocation per token.
+class WordCounter {
+ public:
+  WordCounter() { slots_.resize(1 << 12); }
+  void add(std::string_view w, int64_t n = 1) {
+    if ((used_ + 1) * 2 > slots_.size()) grow();
+    const uint64_t h = hash_word(w);
+    for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      Slot& s = slots_[i];
+      if (s.count == 0) {
+        s = Slot{w, h, n};
+        ++used_;
+        return;
+      }
+      if (s.hash == h && s.word == w) {
+        s.count += n;
+        return;
+      }
+    }
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    for (const Slot& s : slots_)
+      if (s.count) f(s.word, s.count);
+  }
+
+ private:
+  struct Slot {
+    std::string_view word;
+    uint64_t hash = 0;
+    int64_t count = 0;  // 0: empty
+  };
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.size() * 2, Slot{});
+    for (const Slot& s : old)
+      if (s.count) {
+        size_t i = s.hash & (slots_.size() - 1);
+        while (slots_[i].count) i = (i + 1) & (slots_.size() - 1);
+        slots_[i] = s;
+      }
+  }
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+};
 
 // One work range's output, kept until it is its turn to be written.
 template <class T>
@@ -69,45 +117,81 @@ void binarize_range(const uint8_t* data, size_t begin, size_t end, const Diction
   out.stats.replaced = replaced;
 }
 
+// Ordered pipeline on plain threads (no OpenMP: a waiting OpenMP thread spins, which costs
+// as much CPU as the work on a shared machine): `workers` threads take ranges in order from a
+// counter, at most `window` ranges ahead of the writer; the calling thread writes finished
+// ranges in file order.
 template <class T>
 BinarizeStats binarize_typed(const MappedFile& file, const Dictionary& dict, const ScanParams& p,
                              IndexedDatasetWriter& writer) {
   const std::vector<size_t> bounds = work_ranges(file, p);
   const int64_t n = static_cast<int64_t>(bounds.size()) - 1;
+  const int workers = std::max(1, p.workers);
+  const int64_t window = 2 * static_cast<int64_t>(workers);
   const auto byte_ids = dict.byte_ids();
-  BinarizeStats total;
-  std::exception_ptr error;
-  std::mutex error_mu;
   file.advise_sequential();
-#pragma omp parallel num_threads(std::max(1, p.workers))
-  {
-    RangeOut<T> out;
-#pragma omp for ordered schedule(dynamic, 1)
-    for (int64_t r = 0; r < n; ++r) {
-      binarize_range(file.bytes(), bounds[static_cast<size_t>(r)], bounds[static_cast<size_t>(r) + 1], dict, byte_ids,
-                     p.mode, out);
-#pragma omp ordered
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::unique_ptr<RangeOut<T>>> done(static_cast<size_t>(n));
+  int64_t next = 0, written = 0;
+  bool stop = false;
+  std::exception_ptr error;
+
+  auto work = [&] {
+    for (;;) {
+      int64_t r;
       {
-        try {
-          bool failed;
-          {
-            std::lock_guard<std::mutex> lock(error_mu);
-            failed = static_cast<bool>(error);
-          }
-          if (!failed) {
-            writer.add_raw(out.ids.data(), out.ids.size() * sizeof(T), out.sizes.data(), out.sizes.size());
-            total.lines += out.stats.lines;
-            total.tokens += out.stats.tokens;
-            total.replaced += out.stats.replaced;
-            total.utf8.merge(out.stats.utf8);
-          }
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(error_mu);
-          if (!error) error = std::current_exception();
-        }
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stop || next >= n || next - written < window; });
+        if (stop || next >= n) return;
+        r = next++;
       }
+      auto out = std::make_unique<RangeOut<T>>();
+      try {
+        binarize_range(file.bytes(), bounds[static_cast<size_t>(r)], bounds[static_cast<size_t>(r) + 1], dict,
+                       byte_ids, p.mode, *out);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+        stop = true;
+        cv.notify_all();
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      done[static_cast<size_t>(r)] = std::move(out);
+      cv.notify_all();
     }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(workers));
+  for (int w = 0; w < workers; ++w) threads.emplace_back(work);
+
+  BinarizeStats total;
+  try {
+    for (int64_t r = 0; r < n; ++r) {
+      std::unique_ptr<RangeOut<T>> out;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stop || done[static_cast<size_t>(r)] != nullptr; });
+        if (stop) break;
+        out = std::move(done[static_cast<size_t>(r)]);
+        written = r + 1;
+      }
+      cv.notify_all();
+      writer.add_raw(out->ids.data(), out->ids.size() * sizeof(T), out->sizes.data(), out->sizes.size());
+      total.lines += out->stats.lines;
+      total.tokens += out->stats.tokens;
+      total.replaced += out->stats.replaced;
+      total.utf8.merge(out->stats.utf8);
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!error) error = std::current_exception();
+    stop = true;
+    cv.notify_all();
   }
+  for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
   return total;
 }
@@ -132,36 +216,38 @@ TokenCounts count_tokens(const MappedFile& file, const ScanParams& p) {
   const std::vector<size_t> bounds = work_ranges(file, p);
   const int64_t n = static_cast<int64_t>(bounds.size()) - 1;
   const int workers = std::max(1, p.workers);
-  using Map = std::unordered_map<std::string_view, int64_t>;
-  std::vector<Map> maps(static_cast<size_t>(workers));
+  std::vector<WordCounter> maps(static_cast<size_t>(workers));
   std::vector<std::array<int64_t, 256>> byte_counts(static_cast<size_t>(workers));
   std::vector<int64_t> lines(static_cast<size_t>(workers), 0);
   std::vector<Utf8Report> utf8(static_cast<size_t>(workers));
-#pragma omp parallel num_threads(workers)
-  {
-    const auto t = static_cast<size_t>(omp_get_thread_num());
-    Map& m = maps[t];
+  std::atomic<int64_t> next{0};
+  auto work = [&](size_t t) {
+    WordCounter& m = maps[t];
     auto& bc = byte_counts[t];
     bc.fill(0);
     int64_t nl = 0;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t r = 0; r < n; ++r) {
+    for (int64_t r = next++; r < n; r = next++) {
       const size_t b = bounds[static_cast<size_t>(r)], e = bounds[static_cast<size_t>(r) + 1];
       if (p.mode == TokenMode::Text) {
-        utf8[t].merge(scan_text_lines(file.bytes(), b, e, [&](std::string_view tok) { ++m[tok]; }, [&] { ++nl; }));
+        utf8[t].merge(scan_text_lines(file.bytes(), b, e, [&](std::string_view tok) { m.add(tok); }, [&] { ++nl; }));
       } else {
         scan_byte_lines(file.bytes(), b, e, [&](uint8_t c) { ++bc[c]; }, [&] { ++nl; });
       }
     }
     lines[t] = nl;
+  };
+  {
+    std::vector<std::thread> threads;
+    for (int w = 1; w < workers; ++w) threads.emplace_back(work, static_cast<size_t>(w));
+    work(0);
+    for (auto& t : threads) t.join();
   }
   TokenCounts out;
-  Map all;
+  WordCounter all;
   for (size_t t = 0; t < maps.size(); ++t) {
     out.lines += lines[t];
     out.utf8.merge(utf8[t]);
-    if (all.empty()) all = std::move(maps[t]);
-    else for (const auto& [k, v] : maps[t]) all[k] += v;
+    maps[t].for_each([&](std::string_view w, int64_t c) { all.add(w, c); });
   }
   if (p.mode == TokenMode::Byte) {
     std::array<int64_t, 256> bc{};
@@ -170,8 +256,7 @@ TokenCounts count_tokens(const MappedFile& file, const ScanParams& p) {
     for (int c = 0; c < 256; ++c)
       if (bc[static_cast<size_t>(c)]) out.words.emplace_back(std::to_string(c), bc[static_cast<size_t>(c)]);
   } else {
-    out.words.reserve(all.size());
-    for (const auto& [k, v] : all) out.words.emplace_back(std::string(k), v);
+    all.for_each([&](std::string_view w, int64_t c) { out.words.emplace_back(std::string(w), c); });
   }
   std::sort(out.words.begin(), out.words.end());
   return out;

@@ -82,16 +82,16 @@ Dictionary::Dictionary() {
 
 int32_t Dictionary::add_symbol(std::string_view word, int64_t count, bool overwrite) {
   if (!overwrite) {
-    auto it = indices_.find(word);
-    if (it != indices_.end()) {
-      counts_[static_cast<size_t>(it->second)] += count;
-      return it->second;
+    const int32_t found = table_.find(word, symbols_);
+    if (found != SymbolTable::kNotFound) {
+      counts_[static_cast<size_t>(found)] += count;
+      return found;
     }
   }
   const auto id = static_cast<int32_t>(symbols_.size());
-  symbols_.emplace_back(word);
+  symbols_.emplace_back(word);  // word may point into symbols_: use the copy from here on
   counts_.push_back(count);
-  indices_.insert_or_assign(std::string(word), id);
+  table_.assign(symbols_.back(), id, symbols_);
   return id;
 }
 
@@ -145,10 +145,10 @@ Dictionary Dictionary::parse(std::string_view text, const std::string& path) {
     if (!parse_count(field, &count))
       fail_input(where, "the count '" + printable(field) + "' of symbol '" + printable(word) + "' is not an integer", hint);
     if (!overwrite) {
-      auto it = d.indices_.find(word);
-      if (it != d.indices_.end()) {
-        const int64_t at = first_line[static_cast<size_t>(it->second)];
-        fail_input(where, "duplicate symbol '" + printable(word) + "' (already id " + std::to_string(it->second) +
+      const int32_t found = d.table_.find(word, d.symbols_);
+      if (found != SymbolTable::kNotFound) {
+        const int64_t at = first_line[static_cast<size_t>(found)];
+        fail_input(where, "duplicate symbol '" + printable(word) + "' (already id " + std::to_string(found) +
                               (at ? " from line " + std::to_string(at) : std::string(", a special symbol")) + ")",
                    "remove the line, or end it with ' " + std::string(kOverwriteFlag) +
                        "' to give the symbol a new id as fairseq does");
@@ -206,8 +206,8 @@ void Dictionary::finalize(const FinalizeParams& p) {
   }
   symbols_ = std::move(symbols);
   counts_ = std::move(counts);
-  indices_.clear();
-  for (size_t i = 0; i < symbols_.size(); ++i) indices_.emplace(symbols_[i], static_cast<int32_t>(i));
+  table_.clear();
+  for (size_t i = 0; i < symbols_.size(); ++i) table_.assign(symbols_[i], static_cast<int32_t>(i), symbols_);
 
   if (p.padding_factor > 1) {
     for (int i = 0; size() % p.padding_factor != 0; ++i) {

@@ -14,7 +14,7 @@
 //     count >= threshold, at most nwords symbols in total (specials included; <= 0 = all),
 //     then pad the size to a multiple of padding_factor with madeupword0000, 0001, ...
 //   * Symbols are byte strings: invalid UTF-8 is allowed and kept as it is.
-//   * index(word) is a hash lookup without allocation; unknown words give unk().
+//   * index(word) is a hash lookup without allocation (symbol_table.h); unknown words give unk().
 //   * content_hash(): "fnv1a64:<16 hex digits>" over the symbols in id order (counts
 //     excluded), so a checkpoint can tell whether it was trained with this dictionary.
 //   * Byte-level dictionaries (TokenMode::Byte, enwik8) have symbols "0".."255", the decimal
@@ -22,11 +22,11 @@
 #pragma once
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "data/symbol_table.h"
 
 namespace stretch::data {
 
@@ -55,10 +55,10 @@ class Dictionary {
   void finalize(const FinalizeParams& p);
 
   int32_t index(std::string_view word) const {
-    auto it = indices_.find(word);
-    return it == indices_.end() ? kUnk : it->second;
+    const int32_t id = table_.find(word, symbols_);
+    return id == SymbolTable::kNotFound ? kUnk : id;
   }
-  bool contains(std::string_view word) const { return indices_.find(word) != indices_.end(); }
+  bool contains(std::string_view word) const { return table_.find(word, symbols_) != SymbolTable::kNotFound; }
   const std::string& symbol(int32_t id) const;  // Error if out of range
   int64_t count(int32_t id) const { return counts_.at(static_cast<size_t>(id)); }
   int64_t size() const { return static_cast<int64_t>(symbols_.size()); }
@@ -84,13 +84,9 @@ class Dictionary {
   std::string content_hash() const;
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
   std::vector<std::string> symbols_;
   std::vector<int64_t> counts_;
-  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> indices_;
+  SymbolTable table_;  // word -> newest id
 };
 
 }  // namespace stretch::data

@@ -67,7 +67,10 @@ class StagingDir {
     if (ec)
       fail_io(parent.string(), "cannot create the directory for --destdir " + dest.string() + ": " + ec.message(),
               "choose a --destdir in a writable location");
-    std::string templ = (parent / ("." + dest.filename().string() + ".tmp-XXXXXX")).string();
+    std::string name(".");
+    name += dest.filename().string();
+    name += ".tmp-XXXXXX";
+    std::string templ = (parent / name).string();
     std::vector<char> buf(templ.begin(), templ.end());
     buf.push_back('\0');
     if (!::mkdtemp(buf.data()))
@@ -184,6 +187,12 @@ PreprocessReport preprocess(const PreprocessConfig& cfg) {
     IndexedDatasetWriter writer((stage.path() / in.name).string(), dtype);
     BinarizeStats st = binarize_file(in.file, dict, scan, writer);
     writer.finish();
+    // Read back what was written, as a trainer would (header, sizes, ids < dictionary size).
+    auto check = IndexedDataset::open((stage.path() / in.name).string());
+    STRETCH_CHECK(check->num_items() == st.lines && check->total_tokens() == st.tokens,
+                  "wrote " << st.lines << " items / " << st.tokens << " tokens, read back " << check->num_items()
+                           << " / " << check->total_tokens());
+    check->validate_ids(dict.size());
     SplitReport r;
     r.name = in.name;
     r.source = in.path;

@@ -173,7 +173,10 @@ TEST(Binarize, PtbCountsAndDictionary) {
     const size_t nl = text.find('\n', pos);
     const std::string_view line(text.data() + pos, (nl == std::string::npos ? text.size() : nl) - pos);
     std::string norm;
-    for (std::string_view t : tokenize_line(line)) norm += (norm.empty() ? "" : " ") + std::string(t);
+    for (std::string_view t : tokenize_line(line)) {
+      if (!norm.empty()) norm += ' ';
+      norm += t;
+    }
     ASSERT_EQ(d.decode(ds->item(i)), norm) << "line " << i + 1;
     pos = nl + 1;
   }
