@@ -12,11 +12,13 @@ The oracle runs the same tokens in float64 and compares logits, loss and every g
 Why 1e-4 for fp32 against fp64 truth: fp32 rounds at u = 2^-24 = 6e-8. Each value passes
 through O(L) layers of dot products of length K <= max(C, F, T) (and V for the logit
 gradient); rounding errors add up like a random walk, about sqrt(K) u per dot product, so
-with K ~ 1e3 and a few layers one expects 1e-6..1e-5 relative error, which is what the oracle
-itself shows when run in float32 (self-test `fp32_error_budget`: ~3e-7 on the small models,
-<1e-5 on the 4-layer d=256 benchmark model). 1e-4 leaves 10-100x headroom for a different
-(but correct) summation order, while every seeded bug the self-test tries (slopes reversed,
-q scaled before its bias, positions off by one, missing final norm) shows errors >= 1e-2.
+with K ~ 1e3 and a few layers one expects 1e-6..1e-5 relative error. Measured with the oracle
+itself run in float32 (self-test `fp32_error_budget`): worst 3.5e-6 over all six position
+methods at 2 layers / C 32, and 1.6e-6 at the benchmark size (4 layers, C 256, F 1024, V 1000).
+1e-4 leaves >= 30x headroom for a different (but correct) summation order, while every seeded bug
+the self-test tries (slopes reversed, q scaled before its bias, positions off by one, rope
+interleaved, t5 sign, no embedding scale, relu for gelu) shows errors >= 2e-1. Not caught: a
+LayerNorm eps of 1e-6 instead of 1e-5 (2.8e-5): that is the layernorm op's own test's job.
 Gradients that are zero in exact arithmetic (k_proj.bias: softmax ignores the per-row constant
 q.b_k) are pure rounding noise on both sides, so each gradient's denominator is at least 1% of
 the largest gradient entry of the whole model (GRAD_FLOOR).

@@ -512,33 +512,35 @@ def test_trajectory_passes_and_fails():
                           tokens_per_sample=16)
     p = fx.random_params(cfg, 5, torch.float32)
     src, tgt = fx.stream_batches(cfg, 20, 4, 16, 0)
-    ocfg = dict(optimizer="nag", lr=0.5, lr_scheduler="cosine", warmup_updates=5, warmup_init_lr=1e-7,
-                min_lr=1e-4, max_update=20, clip_norm=0.1)
-    with tempfile.TemporaryDirectory() as d:
-        ck, bp, op, lp = (os.path.join(d, n) for n in ("ck.safetensors", "b.safetensors", "o.json", "l.json"))
-        fx.write_checkpoint(ck, cfg, p)
-        io.save_file(bp, {"src_tokens": src, "target": tgt})
-        with open(op, "w") as f:
-            json.dump(ocfg, f)
+    sched = dict(lr_scheduler="cosine", warmup_updates=5, warmup_init_lr=1e-7, min_lr=1e-4, max_update=20)
+    for ocfg in (dict(optimizer="nag", lr=0.5, clip_norm=0.1, **sched),
+                 dict(optimizer="adam", lr=3e-3, clip_norm=1.0, **sched)):
+        with tempfile.TemporaryDirectory() as d:
+            ck, bp, op, lp = (os.path.join(d, n) for n in ("ck.safetensors", "b.safetensors", "o.json", "l.json"))
+            fx.write_checkpoint(ck, cfg, p)
+            io.save_file(bp, {"src_tokens": src, "target": tgt})
+            with open(op, "w") as f:
+                json.dump(ocfg, f)
 
-        def stand_in(oc):  # float32 oracle run = a correct fp32 implementation
-            logs = train_steps(M.TransformerLM(cfg, p, torch.float32), src, tgt, oc)
-            return [{"loss": s.loss / math.log(2), "lr": s.lr, "gnorm": s.gnorm} for s in logs]
+            def stand_in(oc):  # float32 oracle run = a correct fp32 implementation
+                logs = train_steps(M.TransformerLM(cfg, p, torch.float32), src, tgt, oc)
+                return [{"loss": s.loss / math.log(2), "lr": s.lr, "gnorm": s.gnorm} for s in logs]
 
-        good = stand_in(ocfg)
-        with open(lp, "w") as f:
-            json.dump(good, f)
-        args = ["--checkpoint", ck, "--batches", bp, "--optim-config", op, "--losses", lp]
-        assert check_trajectory.main(args) == 0
-        assert good[-1]["loss"] < 0.5 * good[0]["loss"]  # the run actually trains
-        bad = stand_in(dict(ocfg, clip_norm=0.0))  # forgot to clip
-        with open(lp, "w") as f:
-            json.dump([b["loss"] for b in bad], f)
-        assert check_trajectory.main(args) == 1
-        with open(lp, "w") as f:  # right numbers in the wrong unit
-            json.dump([g["loss"] * math.log(2) for g in good], f)
-        assert check_trajectory.main(args) == 1
-        assert check_trajectory.main(args + ["--loss-unit", "nats"]) == 0
+            def check(losses, *extra):
+                with open(lp, "w") as f:
+                    json.dump(losses, f)
+                return check_trajectory.main(["--checkpoint", ck, "--batches", bp, "--optim-config", op,
+                                              "--losses", lp, *extra])
+
+            good = stand_in(ocfg)
+            assert check(good) == 0, ocfg
+            assert good[-1]["loss"] < 0.5 * good[0]["loss"]  # the run actually trains
+            assert check([b["loss"] for b in stand_in(dict(ocfg, clip_norm=0.0))]) == 1  # forgot to clip
+            # lr(u) instead of lr(u - 1) during warmup: starting the ramp at lr/5 is the same shift
+            late = stand_in(dict(ocfg, warmup_init_lr=ocfg["lr"] / 5))
+            assert check([b["loss"] for b in late]) == 1
+            nats = [g["loss"] * math.log(2) for g in good]  # right numbers, wrong unit
+            assert check(nats) == 1 and check(nats, "--loss-unit", "nats") == 0
 
 
 # ---- runner ---------------------------------------------------------------------------------
