@@ -18,10 +18,14 @@ materialised mask [B*H, T, T] = causal(-inf above the diagonal) + m_h * j, built
            forward of length L per scored token, the output layer over all L positions as
            fairseq does (--last-only: the output layer for the last position alone)
 
-Each measurement prints one JSON line. The allocator and BLAS matter (MEASURED.md: Debian's
-pthread OpenBLAS + glibc malloc is 1.5-3x slower): by default the script re-executes itself
-with tcmalloc preloaded when libtcmalloc_minimal is installed (--malloc system to skip), and
-reports the BLAS library it loaded.
+Each measurement prints one JSON line, with tokens per wall second and per CPU second of the
+process (on a shared host the second is the steadier figure for 1 thread). The allocator and BLAS matter (MEASURED.md: Debian's
+pthread OpenBLAS + glibc malloc is 1.5-3x slower): train and sliding re-execute the script
+with tcmalloc preloaded when libtcmalloc_minimal is installed (--malloc system to skip). eval
+keeps glibc malloc: it scores at the same speed, and glibc returns large freed blocks to the OS,
+so VmHWM is the live peak; tcmalloc keeps freed spans resident and reports ~1.5x (2.5 GB instead
+of 1.7 GB at T = 4096). The BLAS library loaded is reported too (scripts/setup.sh installs the
+OpenMP OpenBLAS, which becomes the system libblas.so.3).
 
 The model class FairseqStyleLM doubles as a second, structurally different implementation
 that tests/parity/test_oracle_selftest.py checks against the oracle on the same weights.
@@ -238,12 +242,13 @@ def run_train(args):
 
     for _ in range(args.warmup):
         step()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(args.steps):
         step()
-    dt = (time.perf_counter() - t0) / args.steps
+    dt, cpu = (time.perf_counter() - t0) / args.steps, (time.process_time() - c0) / args.steps
     emit({"bench": "torch_lm", "mode": "train", "pos": args.pos, "B": B, "T": T, "V": args.vocab,
-          "tokens_per_s": round(B * T / dt, 1), "step_s": round(dt, 4), "steps": args.steps, **env_info(args)})
+          "tokens_per_s": round(B * T / dt, 1), "tokens_per_cpu_s": round(B * T / cpu, 1),
+          "step_s": round(dt, 4), "steps": args.steps, **env_info(args)})
 
 
 def run_eval_one(args, T):
@@ -260,12 +265,13 @@ def run_eval_one(args, T):
 
     for _ in range(args.warmup):
         score()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(args.steps):
         score()
-    dt = (time.perf_counter() - t0) / args.steps
+    dt, cpu = (time.perf_counter() - t0) / args.steps, (time.process_time() - c0) / args.steps
     emit({"bench": "torch_lm", "mode": "eval", "pos": args.pos, "B": 1, "T": T, "V": args.vocab,
-          "tokens_per_s": round(T / dt, 1), "pass_s": round(dt, 4), "peak_rss_mb": round(peak_rss_mb(), 1),
+          "tokens_per_s": round(T / dt, 1), "tokens_per_cpu_s": round(T / cpu, 1), "pass_s": round(dt, 4),
+          "peak_rss_mb": round(peak_rss_mb(), 1),
           "steps": args.steps, **env_info(args)})
 
 
@@ -299,12 +305,13 @@ def run_sliding(args):
 
     for k in range(args.warmup):
         score_one(k)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for k in range(args.warmup, args.warmup + args.steps):
         score_one(k)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     emit({"bench": "torch_lm", "mode": "sliding", "pos": args.pos, "L": L, "context_window": L - 1,
           "V": args.vocab, "last_only": args.last_only, "scored_tokens_per_s": round(args.steps / dt, 2),
+          "scored_tokens_per_cpu_s": round(args.steps / cpu, 2),
           "scored": args.steps, "peak_rss_mb": round(peak_rss_mb(), 1), **env_info(args)})
 
 
@@ -325,10 +332,13 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5, help="timed steps / passes / scored tokens")
     ap.add_argument("--last-only", action="store_true", help="sliding: output layer for the last position only")
-    ap.add_argument("--malloc", choices=("tcmalloc", "system"), default="tcmalloc")
+    ap.add_argument("--malloc", choices=("auto", "tcmalloc", "system"), default="auto",
+                    help="auto: tcmalloc for train/sliding, system (glibc) for eval (see the docstring)")
     ap.add_argument("--no-isolate", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
+    if args.malloc == "auto":
+        args.malloc = "system" if args.mode == "eval" else "tcmalloc"
     if args.malloc == "tcmalloc" and "tcmalloc" not in os.environ.get("LD_PRELOAD", "") and os.path.exists(TCMALLOC):
         env = dict(os.environ, LD_PRELOAD=(TCMALLOC + " " + os.environ.get("LD_PRELOAD", "")).strip())
         os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env)
