@@ -31,6 +31,7 @@ except ImportError:
     print("test_oracle_selftest: torch is not importable; skipping", file=sys.stderr)
     sys.exit(77)
 
+import check_eval_lm
 import check_trajectory
 import check_transformer_lm
 from stretch_oracle import eval_lm as E
@@ -541,6 +542,38 @@ def test_trajectory_passes_and_fails():
             assert check([b["loss"] for b in late]) == 1
             nats = [g["loss"] * math.log(2) for g in good]  # right numbers, wrong unit
             assert check(nats) == 1 and check(nats, "--loss-unit", "nats") == 0
+
+
+def test_check_eval_lm_passes_and_fails():
+    cfg = fx.small_config("alibi")
+    p = fx.random_params(cfg, 4, torch.float32)
+    g = torch.Generator().manual_seed(9)
+    stream = torch.randint(3, cfg.vocab_size, (17,), generator=g)
+    stream[[5, 11]] = 2  # line ends
+    m32 = M.TransformerLM(cfg, p, torch.float32)  # stand-in for stretch
+    with tempfile.TemporaryDirectory() as d:
+        ck, sp, rp = (os.path.join(d, n) for n in ("ck.safetensors", "s.safetensors", "r.json"))
+        fx.write_checkpoint(ck, cfg, p)
+        io.save_file(sp, {"tokens": stream.to(torch.int32)})
+        for c in (0, 2, 5):
+            r = E.eval_lm(stream.tolist(), E.model_log_probs(m32), 6, c)
+            with open(rp, "w") as f:
+                json.dump({"count": r.count, "loss_base2": r.loss_base2, "ppl": r.ppl}, f)
+            args = ["--checkpoint", ck, "--stream", sp, "--tokens-per-sample", "6", "--context-window", str(c),
+                    "--result", rp]
+            assert check_eval_lm.main(args) == 0, c
+        # a scorer that ignores start_index (reads the log-probs from position 0 of each window)
+        wrong = E.context_window_samples(stream.tolist(), 6, 5)
+        wrong = [(row, trow, 0) for row, trow, _ in wrong]
+        tot, cnt = E.score(wrong, E.model_log_probs(m32))
+        with open(rp, "w") as f:
+            json.dump({"count": cnt, "loss_base2": -tot / cnt / math.log(2)}, f)
+        assert check_eval_lm.main(args) == 1
+        # the non-overlapping figure reported for a context-window run
+        r0 = E.eval_lm(stream.tolist(), E.model_log_probs(m32), 6, 0)
+        with open(rp, "w") as f:
+            json.dump({"count": r0.count, "loss_base2": r0.loss_base2}, f)
+        assert check_eval_lm.main(args) == 1
 
 
 # ---- runner ---------------------------------------------------------------------------------
