@@ -10,6 +10,8 @@ Modules:
   positions       ALiBi slopes and bias, T5 buckets, RoPE, sinusoidal and learned positions
   model           fairseq transformer_lm (decoder-only) as a pure function of named parameters
   optim           fairseq NAG, fairseq Adam, cosine / fixed schedules, gradient normalisation + clip
+  train           fairseq's training step (summed loss, / ntokens, clip, step, schedule)
   eval_lm         fairseq-eval-lm windows (non-overlapping and --context-window) and scoring
+  compare         the error measure of the checks and their failure table
   fixtures        random configs, parameters, checkpoints and dumps for the self-tests
 """
