@@ -13,6 +13,7 @@ PACKAGES=(
   libbenchmark-dev            # micro-benchmarks
   libopenmpi-dev openmpi-bin  # data parallelism (optional at build time)
   python3 python3-numpy python3-torch python3-venv  # parity oracle (Debian's torch 1.13)
+  libopenblas0-openmp libtcmalloc-minimal4  # PyTorch anchors (bench/torch_lm.py): MEASURED.md's tuned setup
   gnuplot-nox                 # extrapolation plot (PNG + SVG)
   wget ca-certificates unzip  # data script (downloads, the WikiText-103 zip)
 )
