@@ -52,7 +52,7 @@ void BpttStreams::step(int64_t i, Batch& out) const {
       stream_->read_tokens(start, len, s);
       if (len > 1) std::copy(s + 1, s + len, y);
       out.ids[static_cast<size_t>(r)] = k;
-      out.offsets[static_cast<size_t>(r)] = start;
+      out.offsets[static_cast<size_t>(r)] = start + 1;
       out.lengths[static_cast<size_t>(r)] = static_cast<int32_t>(len);
       out.ntokens += len - 1;
     }
@@ -68,7 +68,7 @@ void BpttStreams::step(int64_t i, Batch& out) const {
       std::copy(buf.begin(), buf.begin() + s_len, out.src.i32() + r * s_len);
       std::copy(buf.begin() + 1, buf.end(), out.tgt.i32() + r * s_len);
       out.ids[static_cast<size_t>(r)] = global_row;
-      out.offsets[static_cast<size_t>(r)] = start;
+      out.offsets[static_cast<size_t>(r)] = start + 1;
       out.lengths[static_cast<size_t>(r)] = static_cast<int32_t>(s_len);
       out.ntokens += s_len;
     }

@@ -14,7 +14,8 @@
 //     row, so targets cross block boundaries and only each row's first token is never a
 //     target. num_steps() = ceil((n_step − 1) / T).
 //   Steps are random access (step(i)) and in order across a pass; nothing is shuffled.
-//   offsets[r] is the stream offset of row r's first src token at that step.
+//   As in every Batch, offsets[r] is the stream offset of row r's first target (its first src
+//   token is one before it).
 #pragma once
 #include <cstdint>
 #include <memory>

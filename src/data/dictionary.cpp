@@ -80,8 +80,8 @@ Dictionary::Dictionary() {
   for (const char* s : {"<s>", "<pad>", "</s>", "<unk>"}) add_symbol(s, 1);
 }
 
-int32_t Dictionary::add_symbol(std::string_view word, int64_t count, bool overwrite) {
-  if (!overwrite) {
+int32_t Dictionary::add_symbol(std::string_view word, int64_t count, AddMode mode) {
+  if (mode == AddMode::Accumulate) {
     const int32_t found = table_.find(word, symbols_);
     if (found != SymbolTable::kNotFound) {
       counts_[static_cast<size_t>(found)] += count;
@@ -154,7 +154,7 @@ Dictionary Dictionary::parse(std::string_view text, const std::string& path) {
                        "' to give the symbol a new id as fairseq does");
       }
     }
-    d.add_symbol(word, count, overwrite);
+    d.add_symbol(word, count, overwrite ? AddMode::Overwrite : AddMode::Accumulate);
     first_line.push_back(lineno);
   }
   return d;

@@ -50,8 +50,10 @@ class Dictionary {
   void save(const std::string& path) const;
   std::string to_text() const;  // the dict.txt contents
 
-  // fairseq's add_symbol: adds `count` to an existing symbol (unless overwrite) or appends it.
-  int32_t add_symbol(std::string_view word, int64_t count = 1, bool overwrite = false);
+  // fairseq's add_symbol: Accumulate adds `count` to an existing symbol or appends a new one;
+  // Overwrite always appends, and index(word) then returns the new id.
+  enum class AddMode : uint8_t { Accumulate, Overwrite };
+  int32_t add_symbol(std::string_view word, int64_t count = 1, AddMode mode = AddMode::Accumulate);
   void finalize(const FinalizeParams& p);
 
   int32_t index(std::string_view word) const {

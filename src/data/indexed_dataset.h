@@ -93,7 +93,7 @@ class IndexedDatasetWriter {
 
   // Append items whose ids are already in the output dtype: data[total] bytes, sizes[n].
   void add_raw(const void* data, size_t bytes, const int32_t* sizes, size_t n);
-  // Append one item given as int32 ids (converted to the dtype).
+  // Append one item given as int32 ids[n] (converted to the dtype).
   void add_item(const int32_t* ids, int32_t n);
   void finish();
   DTypeCode dtype() const { return dtype_; }

@@ -46,7 +46,7 @@ extern const uint8_t kClass[256];
 int utf8_sequence(const uint8_t* p, const uint8_t* end, bool* is_space);
 }  // namespace scan_detail
 
-// True if pos is a line start of data[0, size) (pos == 0, or just after a line end).
+// True if pos is a line start of data[size] (pos == 0, or just after a line end).
 bool is_line_start(const uint8_t* data, size_t size, size_t pos, TokenMode mode);
 // The first line start >= pos (or size).
 size_t align_to_line_start(const uint8_t* data, size_t size, size_t pos, TokenMode mode);
@@ -54,7 +54,8 @@ size_t align_to_line_start(const uint8_t* data, size_t size, size_t pos, TokenMo
 // line starts. Returns the boundaries: [0, b1, ..., size] (fewer ranges if lines are long).
 std::vector<size_t> split_at_line_starts(const uint8_t* data, size_t size, size_t n_ranges, TokenMode mode);
 
-// Visit the lines starting in [begin, end) of data[0, size):
+// Visit the lines starting in [begin, end) of data (the whole file, [0, size) bytes; only
+// data[begin, end) is read):
 //   Text mode: on_token(std::string_view) per token, on_line_end() after each line.
 //   Byte mode: on_byte(uint8_t) per byte that is not '\n', on_line_end() after each line.
 // Returns the invalid UTF-8 report for Text mode (offsets relative to data).

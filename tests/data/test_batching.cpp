@@ -232,7 +232,7 @@ TEST(BpttStreams, FairseqTruncatedBpttLayout) {
   EXPECT_EQ(b.ntokens, 4);
   st.step(1, b);
   EXPECT_EQ(b.ids, (std::vector<int64_t>{5, 7}));
-  EXPECT_EQ(b.offsets, (std::vector<int64_t>{15, 21}));
+  EXPECT_EQ(b.offsets, (std::vector<int64_t>{16, 22}));  // first targets: S[16] = 116, S[22] = 122
 }
 
 TEST(BpttStreams, TransformerXlOrderedIterator) {
