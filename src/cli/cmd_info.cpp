@@ -1,25 +1,69 @@
-// cli/cmd_info.cpp — `stretch info`: what this build is (version, threads, GEMM library, data dir).
+// cli/cmd_info.cpp — `stretch info [PATH]`: without PATH, what this build is (version, threads,
+// GEMM library, data dir); with a checkpoint, its config, parameter count and training state;
+// with a data-bin directory, its dictionary and splits.
 #include <oneapi/dnnl/dnnl.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "cli/command.h"
 #include "core/threads.h"
+#include "data/indexed_dataset.h"
 #include "stretch/version.h"
+#include "train/checkpoint.h"
+#include "train/lm_data.h"
 
 namespace stretch::cli {
+namespace {
+
+void describe_build() {
+  const dnnl_version_t* v = dnnl_version();
+  std::cout << "stretch " << STRETCH_VERSION << "\n"
+            << "threads: " << num_threads() << "\n"
+            << "gemm: oneDNN " << v->major << "." << v->minor << "." << v->patch << "\n"
+            << "data dir: " << STRETCH_DATA_DIR << "\n";
+}
+
+void describe_checkpoint(const std::string& path) {
+  train::CheckpointContents c = train::read_checkpoint(path);
+  int64_t params = 0, optimizer_values = 0;
+  for (const auto& [name, t] : c.file.tensors)
+    (name.rfind("optimizer.", 0) == 0 ? optimizer_values : params) += t.numel();
+  std::cout << "checkpoint: " << path << "\n"
+            << "model: " << c.model.to_json().dump() << "\n"
+            << "parameters: " << params << "\n"
+            << "optimizer state values: " << optimizer_values << "\n"
+            << "dictionary hash: " << c.dict_hash << "\n"
+            << "train state: " << c.state.to_json().dump() << "\n";
+}
+
+void describe_data(const std::string& dir) {
+  train::LmData d = train::open_lm_data(dir);
+  std::cout << "data: " << dir << "\n"
+            << "dictionary: " << d.dict_path << " (" << d.vocab_size << " symbols" << (d.byte_level ? ", byte level" : "")
+            << ", " << d.dict_hash << ")\n";
+  for (const char* split : {"train", "valid", "test"}) {
+    const std::string prefix = (std::filesystem::path(dir) / split).string();
+    if (!data::IndexedDataset::exists(prefix)) continue;
+    auto ds = data::IndexedDataset::open(prefix);
+    std::cout << split << ": " << ds->num_items() << " lines, " << ds->total_tokens() << " tokens\n";
+  }
+}
+
+}  // namespace
+
 void add_info(CLI::App& sub, Runner& run) {
   auto opts = std::make_shared<CommonOptions>();
+  auto path = std::make_shared<std::string>();
   add_common_options(sub, *opts);
-  run = [opts] {
+  sub.add_option("path", *path, "a checkpoint or a data-bin directory (nothing: this build)");
+  run = [opts, path] {
     apply_common_options(*opts);
-    const dnnl_version_t* v = dnnl_version();
-    std::cout << "stretch " << STRETCH_VERSION << "\n"
-              << "threads: " << num_threads() << "\n"
-              << "gemm: oneDNN " << v->major << "." << v->minor << "." << v->patch << " (" << v->cpu_runtime
-              << " runtime)\n"
-              << "data dir: " << STRETCH_DATA_DIR << "\n";
+    if (path->empty()) describe_build();
+    else if (std::filesystem::is_directory(*path)) describe_data(*path);
+    else describe_checkpoint(*path);
     return 0;
   };
 }
+
 }  // namespace stretch::cli
