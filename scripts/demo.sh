@@ -10,7 +10,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 bash scripts/setup.sh
-cmake -S . -B build -G Ninja -DSTRETCH_BUILD_TESTS=OFF -DSTRETCH_BUILD_BENCH=OFF ${STRETCH_DATA_DIR:+-DSTRETCH_DATA_DIR=$STRETCH_DATA_DIR} >/dev/null
+cmake -S . -B build -G Ninja ${STRETCH_DATA_DIR:+-DSTRETCH_DATA_DIR=$STRETCH_DATA_DIR} >/dev/null
 cmake --build build -j "$(nproc)" --target stretch
 bash scripts/data.sh ptb --dest data-bin/ptb
 

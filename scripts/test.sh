@@ -19,6 +19,6 @@ if [ "${1:-}" = "--sanitize" ]; then
   exit 0
 fi
 
-cmake -S . -B build -G Ninja ${STRETCH_DATA_DIR:+-DSTRETCH_DATA_DIR=$STRETCH_DATA_DIR} >/dev/null
+cmake -S . -B build -G Ninja -DSTRETCH_BUILD_TESTS=ON ${STRETCH_DATA_DIR:+-DSTRETCH_DATA_DIR=$STRETCH_DATA_DIR} >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
