@@ -8,13 +8,16 @@
 # Environment: DEMO_UPDATES (updates per model), DEMO_POS (position methods), STRETCH_DATA_DIR.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Sleep rather than spin at OpenMP barriers: on a shared or oversubscribed machine (ctest -j,
+# other jobs) spinning threads steal each other's time slices; on a quiet one the cost is tiny.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 cd "$here"
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja ${STRETCH_DATA_DIR:+-DSTRETCH_DATA_DIR=$STRETCH_DATA_DIR} >/dev/null
 cmake --build build -j "$(nproc)" --target stretch
 bash scripts/data.sh ptb --dest data-bin/ptb
 
-updates="${DEMO_UPDATES:-1200}"
+updates="${DEMO_UPDATES:-300}"
 positions="${DEMO_POS:-alibi sinusoidal rope}"
 out=runs/demo
 mkdir -p "$out"

@@ -6,6 +6,9 @@
 # Data is read from ../shared/data (override with STRETCH_DATA_DIR).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Sleep rather than spin at OpenMP barriers: on a shared or oversubscribed machine (ctest -j,
+# other jobs) spinning threads steal each other's time slices; on a quiet one the cost is tiny.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 cd "$here"
 bash scripts/setup.sh
 
