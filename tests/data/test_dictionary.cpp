@@ -3,6 +3,8 @@
 // byte order, padding to a multiple of 8 with madeupwordNNNN).
 #include <gtest/gtest.h>
 
+#include "testing.h"
+
 #include "core/error.h"
 #include "data/binarizer.h"
 #include "data/dictionary.h"
@@ -21,14 +23,7 @@ Dictionary build_from_text(const std::string& text, FinalizeParams f = {}) {
   return build_dictionary({&file}, ScanParams{}, f);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using stretch::testing::error_of;
 
 TEST(Dictionary, SpecialsComeFirst) {
   Dictionary d;

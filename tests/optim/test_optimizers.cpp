@@ -6,6 +6,8 @@
 // formulas. One fp32 rounding of a value near 1 is ≤ 6e-8, and a few steps of a few
 // operations each stay below 1e-6 absolute for the O(1) values used here (kF32Tol).
 #include <gtest/gtest.h>
+
+#include "testing.h"
 #include <omp.h>
 
 #include <cmath>
@@ -333,14 +335,7 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, StateRoundTrip,
                                            OptimizerKind::AdagradWithGradClip),
                          [](const auto& info) { return std::string(optimizer_kind_name(info.param)); });
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using stretch::testing::error_of;
 
 TEST(OptimizerState, LoadRejectsMismatchesWithClearErrors) {
   auto a = make_optimizer({.kind = OptimizerKind::Adam});

@@ -4,6 +4,8 @@
 // documented fault hook: a full disk or failing fsync/close/rename cannot be produced
 // reliably in a test otherwise, and root ignores read-only directories).
 #include <gtest/gtest.h>
+
+#include "testing.h"
 #include <unistd.h>
 
 #include <cstring>
@@ -64,14 +66,7 @@ std::string floats(std::initializer_list<float> v) {
   return s;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using stretch::testing::error_of;
 
 TEST_F(Safetensors, WriterProducesTheSpecifiedBytes) {
   Tensor a = Tensor::empty({2});
