@@ -1,11 +1,13 @@
 // stretch_main.cpp — the `stretch` binary: one program, fairseq-style subcommands.
 // Exit codes: 0 success, 1 runtime error (bad file, NaN loss, ...), 2 usage error.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <utility>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/config_file.h"
 #include "core/error.h"
 #include "stretch/version.h"
 
@@ -40,9 +42,19 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    // A subcommand's --config FILE: parse again with the file's values (cli/config_file.h).
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (auto again = json_config_arguments(app, args)) {
+      std::reverse(again->begin(), again->end());  // CLI11 takes a vector of arguments last-first
+      app.clear();
+      app.parse(*again);
+    }
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
+  } catch (const stretch::Error& e) {
+    std::cerr << "stretch: error: " << e.what() << "\n";
+    return e.exit_code();
   }
   try {
     for (auto& [sub, run] : commands)

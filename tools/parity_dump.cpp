@@ -1,60 +1,154 @@
-// tools/parity_dump.cpp — writes what the PyTorch oracle (tests/parity) checks stretch against:
-// a checkpoint of a freshly initialised model and a dump with one batch's src_tokens, target,
-// logits [B, T, V], summed NLL loss [1] and every parameter's gradient ("grad.<name>").
-// Usage: stretch_parity_dump --model-json '{"pos":"alibi",...}' --batch 2 --len 16
+// tools/parity_dump.cpp — writes what the PyTorch oracle (tests/parity) checks stretch against.
+// Two modes, both starting from a freshly initialised model whose checkpoint goes to --checkpoint:
+//  * model dump (default): one batch's src_tokens, target, logits [B, T, V], summed NLL loss [1]
+//    and every parameter's gradient ("grad.<name>") to --dump (check_transformer_lm.py);
+//  * --trajectory OPT.json: --steps updates through train::train_update() — the very function
+//    `stretch train` runs — on random batches; writes the batches (src_tokens, target
+//    [S, B, T]) to --batches and one {"loss" (bits), "lr", "gnorm"} per update to --losses
+//    (check_trajectory.py). OPT.json holds fairseq names: optimizer, lr, momentum,
+//    weight_decay, adam_betas, adam_eps, lr_scheduler, warmup_updates, warmup_init_lr, min_lr,
+//    max_lr, lr_period_updates, t_mult, lr_shrink, max_update, clip_norm.
+// The last row of every batch ends in --pad pad tokens (right padding, as fairseq collates).
+// Usage: stretch_parity_dump --model-json '{"pos":"alibi","vocab_size":50}' --batch 2 --len 16
 //          --pad 3 --seed 1 --checkpoint ckpt.pt --dump dump.safetensors
+//        stretch_parity_dump --model-json ... --checkpoint init.pt --trajectory opt.json
+//          --steps 20 --batches batches.safetensors --losses losses.json
 #include <CLI/CLI.hpp>
+#include <cmath>
+#include <fstream>
 #include <iostream>
 
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/rng.h"
+#include "dist/world.h"
 #include "models/transformer_lm.h"
 #include "tensor/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/optim_settings.h"
+#include "train/update.h"
 
 using namespace stretch;
 
+namespace {
+
+// Random ids in [4, V) ([B, T] I32 each); the last row ends in `pad` pad tokens in both.
+void random_batch(Rng& rng, const models::TransformerLMConfig& cfg, int64_t pad, Tensor& src, Tensor& tgt) {
+  const int64_t B = src.dim(0), T = src.dim(1);
+  for (int64_t i = 0; i < B * T; ++i) {
+    src.i32()[i] = 4 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(cfg.vocab_size - 4)));
+    tgt.i32()[i] = 4 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(cfg.vocab_size - 4)));
+  }
+  for (int64_t t = T - pad; t < T; ++t) {
+    src.i32()[(B - 1) * T + t] = cfg.padding_idx;
+    tgt.i32()[(B - 1) * T + t] = cfg.padding_idx;
+  }
+}
+
+train::OptimSettings optim_settings(const nlohmann::json& j, int64_t* max_update) {
+  train::OptimSettings s;
+  s.optimizer = j.value("optimizer", s.optimizer);
+  if (j.contains("lr")) s.lr = {j.at("lr").get<double>()};
+  s.momentum = j.value("momentum", s.momentum);
+  s.weight_decay = j.value("weight_decay", s.weight_decay);
+  s.adam_betas = j.value("adam_betas", s.adam_betas);
+  s.adam_eps = j.value("adam_eps", s.adam_eps);
+  s.lr_scheduler = j.value("lr_scheduler", s.lr_scheduler);
+  s.warmup_updates = j.value("warmup_updates", s.warmup_updates);
+  s.warmup_init_lr = j.value("warmup_init_lr", s.warmup_init_lr);
+  s.min_lr = j.value("min_lr", s.min_lr);
+  s.max_lr = j.value("max_lr", s.max_lr);
+  s.lr_period_updates = j.value("lr_period_updates", s.lr_period_updates);
+  s.t_mult = j.value("t_mult", s.t_mult);
+  s.lr_shrink = j.value("lr_shrink", s.lr_shrink);
+  s.clip_norm = j.value("clip_norm", s.clip_norm);
+  *max_update = j.value("max_update", int64_t{0});
+  return s;
+}
+
+int model_dump(models::TransformerLM& model, int64_t batch, int64_t len, int64_t pad, uint64_t seed,
+               const std::string& dump) {
+  const auto& cfg = model.config();
+  Rng rng(seed, 99);
+  Tensor src = Tensor::empty({batch, len}, DType::I32), tgt = Tensor::empty({batch, len}, DType::I32);
+  random_batch(rng, cfg, pad, src, tgt);
+  autograd::Var logits = model.forward(src, {.mode = models::Mode::Train, .seed = seed});
+  autograd::Var loss = autograd::cross_entropy(logits, tgt, cfg.padding_idx, ops::Reduction::Sum);
+  autograd::tape().backward(loss);
+  NamedTensors out = {{"src_tokens", src}, {"target", tgt}, {"logits", logits.value()}, {"loss", loss.value()}};
+  for (const auto& [name, var] : model.params().items()) out.emplace_back("grad." + name, var.grad());
+  save_safetensors(dump, out, {{"config", cfg.to_json().dump()}});
+  std::cout << "loss " << loss.value().f32()[0] << "\n";
+  return 0;
+}
+
+int trajectory(models::TransformerLM& model, const std::string& opt_path, int64_t steps, int64_t batch, int64_t len,
+               int64_t pad, uint64_t seed, const std::string& batches_path, const std::string& losses_path) {
+  std::ifstream in(opt_path);
+  if (!in) fail_input(opt_path, "cannot open the optimizer config");
+  const nlohmann::json opt_json = nlohmann::json::parse(in);
+  int64_t max_update = 0;
+  const train::OptimSettings settings = optim_settings(opt_json, &max_update);
+  auto optimizer = train::make_optimizer(settings);
+  auto schedule = train::make_scheduler(settings, max_update);
+  const auto& cfg = model.config();
+
+  Rng rng(seed, 77);
+  Tensor all_src = Tensor::empty({steps, batch, len}, DType::I32), all_tgt = Tensor::empty({steps, batch, len}, DType::I32);
+  train::TrainState state;
+  const train::UpdateParams params{.clip_norm = settings.clip_norm, .seed = seed, .pad = cfg.padding_idx};
+  nlohmann::json losses = nlohmann::json::array();
+  for (int64_t s = 0; s < steps; ++s) {
+    train::LmBatch b{Tensor::empty({batch, len}, DType::I32), Tensor::empty({batch, len}, DType::I32), 0};
+    random_batch(rng, cfg, pad, b.src, b.tgt);
+    for (int64_t i = 0; i < batch * len; ++i) b.ntokens += b.tgt.i32()[i] != cfg.padding_idx;
+    std::copy_n(b.src.i32(), batch * len, all_src.i32() + s * batch * len);
+    std::copy_n(b.tgt.i32(), batch * len, all_tgt.i32() + s * batch * len);
+    const train::UpdateResult r =
+        train::train_update(model, std::span<const train::LmBatch>(&b, 1), *optimizer, *schedule, state, params,
+                            dist::World::get());
+    if (!r.applied()) fail_input("update " + std::to_string(s + 1), "non-finite loss or gradient");
+    losses.push_back({{"loss", r.loss_sum / r.ntokens / std::log(2.0)}, {"lr", r.lr}, {"gnorm", r.gnorm}});
+  }
+  save_safetensors(batches_path, {{"src_tokens", all_src}, {"target", all_tgt}});
+  std::ofstream(losses_path) << losses.dump(1) << "\n";
+  std::cout << "trajectory: " << steps << " updates, last loss " << losses.back()["loss"] << " bits\n";
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"stretch parity dump"};
-  std::string model_json = "{}", checkpoint, dump;
-  int64_t batch = 2, len = 16, pad = 0;
+  std::string model_json = "{}", checkpoint, dump, trajectory_opt, batches, losses;
+  int64_t batch = 2, len = 16, pad = 0, steps = 20;
   uint64_t seed = 1;
-  app.add_option("--model-json", model_json);
+  app.add_option("--model-json", model_json, "model config overrides on transformer_lm_tiny (fairseq names)");
   app.add_option("--batch", batch);
   app.add_option("--len", len);
-  app.add_option("--pad", pad, "right-pad the last row with this many pad tokens");
+  app.add_option("--pad", pad, "right-pad the last row of each batch with this many pad tokens");
   app.add_option("--seed", seed);
-  app.add_option("--checkpoint", checkpoint)->required();
-  app.add_option("--dump", dump)->required();
+  app.add_option("--checkpoint", checkpoint, "the initial model")->required();
+  app.add_option("--dump", dump, "model dump output");
+  app.add_option("--trajectory", trajectory_opt, "optimizer config JSON: run --steps updates instead");
+  app.add_option("--steps", steps);
+  app.add_option("--batches", batches, "trajectory: batches output");
+  app.add_option("--losses", losses, "trajectory: per-update loss/lr/gnorm output");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (trajectory_opt.empty() == dump.empty())
+      fail_usage("give exactly one of --dump (model dump) and --trajectory OPT.json");
+    if (!trajectory_opt.empty() && (batches.empty() || losses.empty()))
+      fail_usage("--trajectory needs --batches and --losses");
+    if (pad < 0 || pad >= len) fail_usage("--pad must be in [0, --len)");
     models::TransformerLMConfig cfg = models::preset("transformer_lm_tiny");
     cfg.dropout = 0;
     cfg.apply_overrides(nlohmann::json::parse(model_json));
     models::TransformerLM model(cfg);
     model.init(seed);
     train::save_checkpoint(checkpoint, model, nlohmann::json::object(), "parity", train::TrainState{}, nullptr);
-
-    Rng rng(seed, 99);
-    Tensor src = Tensor::empty({batch, len}, DType::I32), tgt = Tensor::empty({batch, len}, DType::I32);
-    for (int64_t i = 0; i < batch * len; ++i) {
-      src.i32()[i] = 4 + static_cast<int32_t>(rng.below(cfg.vocab_size - 4));
-      tgt.i32()[i] = 4 + static_cast<int32_t>(rng.below(cfg.vocab_size - 4));
-    }
-    for (int64_t t = len - pad; t < len; ++t) {
-      src.i32()[(batch - 1) * len + t] = cfg.padding_idx;
-      tgt.i32()[(batch - 1) * len + t] = cfg.padding_idx;
-    }
-    autograd::Var logits = model.forward(src, {.mode = models::Mode::Train, .seed = seed});
-    autograd::Var loss = autograd::cross_entropy(logits, tgt, cfg.padding_idx, ops::Reduction::Sum);
-    autograd::tape().backward(loss);
-    std::vector<std::pair<std::string, Tensor>> out = {
-        {"src_tokens", src}, {"target", tgt}, {"logits", logits.value()}, {"loss", loss.value()}};
-    for (const auto& [name, var] : model.params().items()) out.emplace_back("grad." + name, var.grad());
-    save_safetensors(dump, out, {{"config", cfg.to_json().dump()}});
-    std::cout << "loss " << loss.value().f32()[0] << "\n";
-    return 0;
+    if (!dump.empty()) return model_dump(model, batch, len, pad, seed, dump);
+    return trajectory(model, trajectory_opt, steps, batch, len, pad, seed, batches, losses);
   } catch (const std::exception& e) {
     std::cerr << "stretch_parity_dump: " << e.what() << "\n";
     return 1;

@@ -7,6 +7,8 @@
 #include "cli/command.h"
 #include "cli/config_file.h"
 #include "cli/model_flags.h"
+#include "core/error.h"
+#include "optim/optimizer.h"
 #include "train/trainer.h"
 
 namespace stretch::cli {
@@ -17,13 +19,18 @@ void add_train(CLI::App& sub, Runner& run) {
   auto model = std::make_shared<ModelFlags>();
   auto log_format = std::make_shared<std::string>("simple");
   auto dump_config = std::make_shared<bool>(false);
+  auto lr_text = std::make_shared<std::string>("0.25");
   auto& c = *cfg;
   auto& o = cfg->optim;
 
-  enable_json_config(sub);
+  // argparse semantics, as in fairseq: an option given twice takes the last value.
+  sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  // Keys of the model config that the run derives (from dict.txt) or that only evaluation uses.
+  enable_json_config(sub, {"vocab_size", "padding_idx", "alibi_slope_scale", "attention_window"});
   add_common_options(sub, *common);
-  sub.add_option("data", c.data, "data-bin directory made by `stretch preprocess` or fairseq-preprocess")->required();
-  sub.add_option("--data", c.data, "same as the positional DATA (fairseq's examples use it)");
+  sub.add_option("data,--data", c.data,
+                 "data-bin directory made by `stretch preprocess` or fairseq-preprocess (positional, --data, or "
+                 "\"data\" in --config)");
   sub.add_option("--task", c.task, "language_modeling (truncated_bptt_lm comes with Transformer-XL)")
       ->check(CLI::IsMember({"language_modeling"}));
   sub.add_option("--tokens-per-sample", c.tokens_per_sample, "block length L (training length)")->capture_default_str();
@@ -51,7 +58,9 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--keep-last-epochs", c.keep_last_epochs);
   sub.add_option("--keep-interval-updates", c.keep_interval_updates);
   sub.add_option("--restore-file", c.restore_file)->capture_default_str();
-  sub.add_flag("--reset-optimizer", c.reset_optimizer);
+  sub.add_flag("--reset-optimizer", c.reset_optimizer, "resume the weights but start the optimizer afresh");
+  sub.add_flag("--reset-dataloader", c.reset_dataloader, "resume the weights but start at epoch 1, batch 0");
+  sub.add_flag("--reset-meters", c.reset_meters, "resume but forget the best validation loss");
   sub.add_option("--log-format", *log_format, "json | simple | none")->check(CLI::IsMember({"json", "simple", "none", "tqdm"}));
   sub.add_option("--log-interval", c.log_interval)->capture_default_str();
   sub.add_flag("--no-progress-bar", c.no_progress_bar);
@@ -63,8 +72,8 @@ void add_train(CLI::App& sub, Runner& run) {
   // Optimization
   sub.add_option("--optimizer", o.optimizer)
       ->check(CLI::IsMember({"nag", "adam", "adamw", "sgd", "adagrad", "adagrad_with_grad_clip"}))->capture_default_str();
-  sub.add_option("--lr", o.lr, "learning rate (fairseq accepts a list; the first value is used)")
-      ->expected(1, -1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  sub.add_option("--lr", *lr_text, "learning rate; fairseq's list \"0.25,0.1\" gives --lr-scheduler fixed one per epoch")
+      ->capture_default_str();
   sub.add_option("--momentum", o.momentum)->capture_default_str();
   sub.add_option("--weight-decay,--wd", o.weight_decay)->capture_default_str();
   sub.add_option("--adam-betas", o.adam_betas)->capture_default_str();
@@ -94,11 +103,14 @@ void add_train(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--num-workers", "data loading is memory-mapped in-process", true);
   add_ignored_flag(sub, "--distributed-world-size", "the world size comes from mpirun", true);
   add_ignored_flag(sub, "--user-dir", "every model is built in", true);
-  add_ignored_flag(sub, "--save-interval-updates-ignored", "", false);
+  add_ignored_flag(sub, "--fp16", "stretch trains in fp32 (mixed precision is a later issue)", false);
 
-  run = [cfg, common, model, log_format, dump_config] {
+  run = [cfg, common, model, log_format, dump_config, lr_text] {
     apply_common_options(*common);
     auto& c = *cfg;
+    if (c.data.empty())
+      fail_usage("train: no data directory", "give it first: `stretch train data-bin/NAME ...` (or --data, or in --config)");
+    c.optim.lr = optim::parse_float_list("--lr", *lr_text);
     c.log_format = *log_format == "json" ? train::LogFormat::Json
                    : *log_format == "none" ? train::LogFormat::None : train::LogFormat::Simple;
     c.model = model->resolve(c.tokens_per_sample);

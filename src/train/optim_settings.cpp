@@ -21,7 +21,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const OptimSettings& s) {
 std::unique_ptr<optim::LrSchedule> make_scheduler(const OptimSettings& s, int64_t max_update) {
   optim::SchedulerConfig c;
   c.kind = optim::parse_scheduler_kind(s.lr_scheduler);
-  c.lr = {s.lr};
+  c.lr = s.lr;
   if (s.warmup_updates > 0 || c.kind != optim::SchedulerKind::InverseSqrt) c.warmup_updates = s.warmup_updates;
   c.warmup_init_lr = s.warmup_init_lr;
   c.min_lr = s.min_lr;

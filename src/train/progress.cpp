@@ -10,7 +10,7 @@ namespace stretch::train {
 Progress::Progress(LogFormat format, bool progress_bar)
     : format_(format), bar_enabled_(progress_bar && isatty(fileno(stderr))) {}
 
-void Progress::log(const std::string& tag, const nlohmann::json& fields) {
+void Progress::log(const std::string& tag, const nlohmann::ordered_json& fields) {
   end_bar();
   if (format_ == LogFormat::None) return;
   if (format_ == LogFormat::Json) {

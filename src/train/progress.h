@@ -14,7 +14,7 @@ class Progress {
  public:
   Progress(LogFormat format, bool progress_bar);
   // tag: "train_inner", "train", "valid"
-  void log(const std::string& tag, const nlohmann::json& fields);
+  void log(const std::string& tag, const nlohmann::ordered_json& fields);  // fields in fairseq's order
   void bar(int64_t epoch, int64_t done, int64_t total, double loss);
   void end_bar();
 

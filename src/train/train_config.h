@@ -4,6 +4,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "models/transformer_lm_config.h"
 
@@ -13,7 +14,7 @@ enum class LogFormat : uint8_t { Simple, Json, None };
 
 struct OptimSettings {
   std::string optimizer = "nag";     // nag | adam | adamw | sgd | adagrad | adagrad_with_grad_clip
-  double lr = 0.25;                   // --lr (fairseq takes the first of a list)
+  std::vector<double> lr = {0.25};    // --lr "0.25" or "0.25,0.1" (fixed: one per epoch, the last repeats)
   double momentum = 0.99;             // nag / sgd
   double weight_decay = 0.0;
   std::string adam_betas = "(0.9, 0.999)";
@@ -60,8 +61,10 @@ struct TrainConfig {
   int64_t save_interval_updates = 0;
   int64_t keep_last_epochs = -1;
   int64_t keep_interval_updates = -1;
-  std::string restore_file = "checkpoint_last.safetensors";
+  std::string restore_file = "checkpoint_last.pt";  // fairseq: this name is looked up in save_dir
   bool reset_optimizer = false;
+  bool reset_dataloader = false;          // resume at epoch 1, batch 0
+  bool reset_meters = false;              // forget the best validation loss
   LogFormat log_format = LogFormat::Simple;
   int64_t log_interval = 100;
   bool no_progress_bar = false;

@@ -1,21 +1,26 @@
+// train/trainer.cpp — the training loop of `stretch train` (contract in trainer.h): fairseq's
+// fairseq_cli/train.py main/train/validate_and_save and checkpoint_utils.save_checkpoint, with
+// each update delegated to train_update() (train/update.h).
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <system_error>
 #include <vector>
 
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/log.h"
 #include "dist/world.h"
-#include "optim/grad_clip.h"
-#include "optim/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
 #include "train/optim_settings.h"
 #include "train/progress.h"
 #include "train/signals.h"
+#include "train/test_hooks.h"
+#include "train/update.h"
 
 namespace stretch::train {
 namespace fs = std::filesystem;
@@ -24,30 +29,25 @@ using autograd::Var;
 namespace {
 
 constexpr double kLn2 = 0.69314718055994530942;
+constexpr const char* kDefaultRestoreFile = "checkpoint_last.pt";
 
 double now_seconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-std::vector<optim::OptimParam> optim_params(models::TransformerLM& model) {
-  std::vector<optim::OptimParam> out;
-  for (const auto& [name, var] : model.params().items())
-    out.push_back({name, var.data(), var.grad_data(), var.numel()});
-  return out;
-}
-
 // Mean NLL (base 2) over a split's non-pad targets, no dropout, no gradient.
 struct ValidResult {
   double loss2 = 0;
   int64_t ntokens = 0;
+  int64_t nsentences = 0;
   double seconds = 0;
 };
 
 ValidResult validate(models::TransformerLM& model, LmSplit& split, const dist::World& world) {
   autograd::NoGradGuard no_grad;
-  double t0 = now_seconds();
-  double sums[2] = {0, 0};  // nats, tokens
+  const double t0 = now_seconds();
+  double sums[3] = {0, 0, 0};  // nats, tokens, sentences
   split.set_epoch(1);
   for (int64_t i = 0; i < split.num_batches(); ++i) {
     LmBatch b = split.batch(i);
@@ -57,30 +57,31 @@ ValidResult validate(models::TransformerLM& model, LmSplit& split, const dist::W
     Var loss = autograd::cross_entropy(logits, b.tgt, model.config().padding_idx, ops::Reduction::Sum, &count);
     sums[0] += loss.value().f32()[0];
     sums[1] += static_cast<double>(count);
+    sums[2] += static_cast<double>(b.src.dim(0));
   }
-  world.allreduce_sum(sums, 2);
-  return {sums[1] > 0 ? sums[0] / sums[1] / kLn2 : 0.0, static_cast<int64_t>(sums[1]), now_seconds() - t0};
+  world.allreduce_sum(sums, 3);
+  return {sums[1] > 0 ? sums[0] / sums[1] / kLn2 : 0.0, static_cast<int64_t>(sums[1]), static_cast<int64_t>(sums[2]),
+          now_seconds() - t0};
 }
 
 std::string ckpt_path(const TrainConfig& c, const std::string& name) { return (fs::path(c.save_dir) / name).string(); }
 
-// fairseq's retention: keep the newest N checkpoint_E_U.pt / checkpointE.pt files.
+// fairseq's retention: keep the newest N checkpoint_E_U.pt (--keep-interval-updates, by
+// update) and checkpointE.pt (--keep-last-epochs, by epoch).
 void prune(const TrainConfig& c) {
   auto prune_matching = [&](bool interval, int64_t keep) {
     if (keep < 0 || !fs::exists(c.save_dir)) return;
     std::vector<std::pair<int64_t, fs::path>> found;
     for (const auto& e : fs::directory_iterator(c.save_dir)) {
-      std::string n = e.path().filename().string();
+      const std::string n = e.path().filename().string();
       if (n.rfind("checkpoint", 0) != 0 || e.path().extension() != ".pt") continue;
-      std::string mid = n.substr(10, n.size() - 13);
+      const std::string mid = n.substr(10, n.size() - 13);
       if (mid.empty() || mid == "_last" || mid == "_best") continue;
-      bool is_interval = mid[0] == '_';
+      const bool is_interval = mid[0] == '_';
       if (is_interval != interval) continue;
-      try {
-        int64_t key = std::stoll(is_interval ? mid.substr(mid.rfind('_') + 1) : mid);
-        found.emplace_back(key, e.path());
-      } catch (...) {
-      }
+      const std::string key = is_interval ? mid.substr(mid.rfind('_') + 1) : mid;
+      if (key.empty() || key.find_first_not_of("0123456789") != std::string::npos) continue;
+      found.emplace_back(std::stoll(key), e.path());
     }
     std::sort(found.rbegin(), found.rend());
     for (size_t i = static_cast<size_t>(keep); i < found.size(); ++i) fs::remove(found[i].second);
@@ -89,19 +90,58 @@ void prune(const TrainConfig& c) {
   prune_matching(false, c.keep_last_epochs);
 }
 
+// Makes `to` a complete copy of the finished checkpoint `from`, atomically: a hard link (or,
+// where the filesystem has none, a copy) at a temporary name, then a rename over `to`.
+void publish_copy(const std::string& from, const std::string& to) {
+  const std::string tmp = to + ".tmp.link";
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  fs::create_hard_link(from, tmp, ec);
+  if (ec) {
+    ec.clear();
+    fs::copy_file(from, tmp, fs::copy_options::overwrite_existing, ec);
+  }
+  if (!ec) fs::rename(tmp, to, ec);
+  if (ec) {
+    std::error_code ignore;
+    fs::remove(tmp, ignore);
+    fail_io(to, "could not save (copying " + from + "): " + ec.message(),
+            "free disk space or save elsewhere (--save-dir); " + from + " is complete and any previous " + to +
+                " is unchanged");
+  }
+}
+
+// Which checkpoint the run resumes from (fairseq's --restore-file): the default name lives in
+// --save-dir and may be absent (a fresh run); any other name must exist.
+std::string restore_path(const TrainConfig& c) {
+  if (c.restore_file == kDefaultRestoreFile) {
+    const std::string p = ckpt_path(c, kDefaultRestoreFile);
+    return fs::exists(p) ? p : std::string();
+  }
+  if (fs::exists(c.restore_file)) return c.restore_file;
+  if (fs::exists(ckpt_path(c, c.restore_file))) return ckpt_path(c, c.restore_file);
+  fail_input(c.restore_file, "--restore-file not found (also not in --save-dir " + c.save_dir + ")",
+             "give the path of a checkpoint written by `stretch train`, or leave --restore-file out to start afresh");
+}
+
 }  // namespace
 
 int run_training(TrainConfig c) {
   const dist::World& world = dist::World::get();
   install_stop_handlers();
-  LmData data = open_lm_data(c.data);
-  c.model.vocab_size = data.vocab_size;
-  c.model.padding_idx = data.pad;
   if (c.max_tokens <= 0 && c.batch_size <= 0)
     fail_usage("train: give --max-tokens or --batch-size", "e.g. --max-tokens 4096 (fairseq's usual choice)");
   if (c.max_tokens > 0 && c.max_tokens < c.tokens_per_sample)
     fail_usage("--max-tokens " + std::to_string(c.max_tokens) + " is smaller than --tokens-per-sample " +
-               std::to_string(c.tokens_per_sample), "raise --max-tokens or lower --tokens-per-sample");
+                   std::to_string(c.tokens_per_sample),
+               "raise --max-tokens or lower --tokens-per-sample");
+  if (c.update_freq < 1) fail_usage("--update-freq must be >= 1, got " + std::to_string(c.update_freq));
+  if (c.log_interval < 1) fail_usage("--log-interval must be >= 1, got " + std::to_string(c.log_interval));
+  if (c.max_consecutive_nan < 1)
+    fail_usage("--max-consecutive-nan must be >= 1, got " + std::to_string(c.max_consecutive_nan));
+  LmData data = open_lm_data(c.data);
+  c.model.vocab_size = data.vocab_size;
+  c.model.padding_idx = data.pad;
 
   LmSplitOptions train_opts{.tokens_per_sample = c.tokens_per_sample,
                             .sample_break_mode = c.sample_break_mode,
@@ -128,212 +168,223 @@ int run_training(TrainConfig c) {
   auto scheduler = make_scheduler(c.optim, c.max_update);
 
   TrainState state;
+  state.seed = c.seed;
   const nlohmann::json config_json = c.to_json();
-  const std::string last_path = ckpt_path(c, c.restore_file);
-  if (!c.no_save && fs::exists(last_path)) {
-    CheckpointContents ck = read_checkpoint(last_path);
+  if (const std::string from = restore_path(c); !from.empty()) {
+    CheckpointContents ck;
+    try {
+      ck = read_checkpoint(from);
+    } catch (const Error& e) {
+      throw Error(e.kind(), std::string("cannot resume: ") + e.what(),
+                  "move " + from + " away to start afresh, or copy an earlier checkpoint (checkpoint_E_U.pt, "
+                  "checkpointN.pt) over it");
+    }
     if (ck.dict_hash != data.dict_hash)
-      fail_input(last_path, "was trained with another dictionary (hash " + ck.dict_hash + ", data has " + data.dict_hash + ")",
+      fail_input(from, "was trained with another dictionary (hash " + ck.dict_hash + "; " + data.dict_path + " has " +
+                           data.dict_hash + ")",
                  "use a fresh --save-dir, or the data-bin the checkpoint was trained on");
+    check_same_architecture(from, ck.model, model.config());
     load_model_weights(model, ck);
     state = ck.state;
+    if (state.seed != c.seed)
+      log_warning("resuming a run started with --seed " + std::to_string(state.seed) + " with --seed " +
+                  std::to_string(c.seed) + ": later batches and dropout masks differ from an uninterrupted run");
+    state.seed = c.seed;
+    if (c.reset_dataloader) {
+      state.epoch = 1;
+      state.next_batch = 0;
+      state.epoch_loss_sum = state.epoch_ntokens = 0;
+    }
+    if (c.reset_meters) state.best_loss = NAN;
     if (!c.reset_optimizer) {
       optim::OptimizerState os;
       for (const auto& [name, t] : ck.file.tensors)
         if (name.rfind("optimizer.", 0) == 0) os.tensors.emplace_back(name.substr(10), t);
       os.scalars = ck.optimizer_scalars;
-      os.source = last_path;
+      os.source = from;
       optimizer->load_state_dict(os, optim_params(model));
     }
-    log_info("resumed from " + last_path + " at update " + std::to_string(state.num_updates) + ", epoch " +
-             std::to_string(state.epoch));
+    if (world.is_main())
+      log_info("resumed from " + from + " at update " + std::to_string(state.num_updates) + ", epoch " +
+               std::to_string(state.epoch) + ", batch " + std::to_string(state.next_batch));
   }
-  if (world.is_main()) {
+  if (world.is_main())
     log_info("model " + c.model.arch + " pos=" + models::pos_method_name(c.model.pos) + ": " +
              std::to_string(model.params().numel()) + " parameters, vocabulary " + std::to_string(data.vocab_size));
-  }
 
   Progress progress(c.log_format, !c.no_progress_bar);
-  auto params = optim_params(model);
+  const UpdateParams update_params{.clip_norm = c.optim.clip_norm, .seed = c.seed, .pad = data.pad};
   const double t_start = now_seconds();
   auto lr_now = [&] { return scheduler->lr_at_epoch(state.num_updates, state.epoch); };
-  double lr = lr_now();
   int64_t nan_in_a_row = 0;
-  int exit_code = 0;
+  int64_t save_count = 0;
 
   auto save = [&](const std::vector<std::string>& names) {
-    if (c.no_save || !world.is_main()) return;
-    fs::create_directories(c.save_dir);
-    // Write once, then copy the finished file to the other names (each copy atomic too).
+    if (c.no_save || !world.is_main() || names.empty()) return;
+    std::error_code ec;
+    fs::create_directories(c.save_dir, ec);
+    if (ec) fail_io(c.save_dir, "cannot create the --save-dir: " + ec.message(), "choose a writable --save-dir");
+    // Write once, then publish the finished file under the other names (each atomic too).
     const std::string first = ckpt_path(c, names.front());
-    save_checkpoint(first, model, config_json, data.dict_hash, state, optimizer.get());
-    for (size_t i = 1; i < names.size(); ++i) {
-      std::string tmp = ckpt_path(c, names[i]) + ".tmp";
-      fs::copy_file(first, tmp, fs::copy_options::overwrite_existing);
-      fs::rename(tmp, ckpt_path(c, names[i]));
+    test_hooks::before_checkpoint_save(++save_count);
+    try {
+      save_checkpoint(first, model, config_json, data.dict_hash, state, optimizer.get());
+    } catch (...) {
+      test_hooks::after_checkpoint_save();
+      throw;
     }
+    test_hooks::after_checkpoint_save();
+    for (size_t i = 1; i < names.size(); ++i) publish_copy(first, ckpt_path(c, names[i]));
     prune(c);
   };
+  // Validates (logging fairseq's valid_* fields); returns the loss, or NaN when there is no
+  // validation. state.best_loss follows fairseq's save_checkpoint.best (a minimum).
   auto run_validation = [&]() -> double {
     if (!valid_split) return NAN;
-    ValidResult v = validate(model, *valid_split, world);
-    bool best = std::isnan(state.best_loss) || v.loss2 < state.best_loss;
-    if (best) state.best_loss = v.loss2;
-    progress.log("valid", {{"epoch", state.epoch},
-                           {"valid_loss", v.loss2},
-                           {"valid_ppl", std::pow(2.0, v.loss2)},
-                           {"valid_wps", v.ntokens / std::max(v.seconds, 1e-9)},
-                           {"valid_wpb", v.ntokens},
-                           {"valid_num_updates", state.num_updates},
-                           {"valid_best_loss", state.best_loss}});
+    const ValidResult v = validate(model, *valid_split, world);
+    if (std::isnan(state.best_loss) || v.loss2 < state.best_loss) state.best_loss = v.loss2;
+    if (world.is_main())
+      progress.log("valid", {{"epoch", state.epoch},
+                             {"valid_loss", v.loss2},
+                             {"valid_ppl", std::pow(2.0, v.loss2)},
+                             {"valid_wps", static_cast<double>(v.ntokens) / std::max(v.seconds, 1e-9)},
+                             {"valid_wpb", v.ntokens},
+                             {"valid_bsz", v.nsentences},
+                             {"valid_num_updates", state.num_updates},
+                             {"valid_best_loss", state.best_loss}});
     return v.loss2;
   };
-  auto done = [&] {
-    if (c.max_update > 0 && state.num_updates >= c.max_update) return true;
-    if (c.max_epoch > 0 && state.epoch > c.max_epoch) return true;
-    return false;
+  // fairseq's validate_and_save: decides whether to validate and which files to write after
+  // an update; at the end of an epoch it also moves the state to the next epoch (before the
+  // save, so a resume from that checkpoint starts the next epoch). Returns "stop training".
+  auto validate_and_save = [&](bool end_of_epoch) -> bool {
+    const int64_t n = state.num_updates, epoch = state.epoch;
+    const bool should_stop = c.max_update > 0 && n >= c.max_update;
+    const bool interval_save = c.save_interval_updates > 0 && n > 0 && n % c.save_interval_updates == 0;
+    const bool do_save = (end_of_epoch && epoch % c.save_interval == 0) || should_stop || interval_save;
+    const bool do_validate = !c.disable_validation &&
+                             ((!end_of_epoch && do_save) || (end_of_epoch && epoch % c.validate_interval == 0) ||
+                              should_stop ||
+                              (c.validate_interval_updates > 0 && n > 0 && n % c.validate_interval_updates == 0));
+    const double prev_best = state.best_loss;
+    const double vloss = do_validate ? run_validation() : NAN;
+    std::vector<std::string> names;
+    if (end_of_epoch && !c.no_epoch_checkpoints && epoch % c.save_interval == 0)
+      names.push_back("checkpoint" + std::to_string(epoch) + ".pt");
+    if (!end_of_epoch && interval_save)
+      names.push_back("checkpoint_" + std::to_string(epoch) + "_" + std::to_string(n) + ".pt");
+    if (!std::isnan(vloss) && (std::isnan(prev_best) || vloss <= prev_best)) names.push_back("checkpoint_best.pt");
+    names.push_back("checkpoint_last.pt");
+    if (end_of_epoch) {
+      state.epoch += 1;
+      state.next_batch = 0;
+      state.epoch_loss_sum = state.epoch_ntokens = 0;
+    }
+    if (do_save) save(names);
+    return should_stop;
   };
 
-  // Running averages for the log interval.
-  double log_loss = 0, log_tokens = 0, log_gnorm = 0, log_clip = 0, log_t0 = now_seconds();
-  int64_t log_updates = 0, log_bsz = 0;
+  // Running sums for the log interval.
+  double log_loss = 0, log_tokens = 0, log_gnorm = 0, log_clip = 0, log_bsz = 0, log_t0 = now_seconds();
+  int64_t log_updates = 0;
+  bool stop = c.max_update > 0 && state.num_updates >= c.max_update;
+  int exit_code = 0;
 
-  while (!done() && exit_code == 0) {
-    if (c.optim.stop_min_lr >= 0 && lr <= c.optim.stop_min_lr) {
-      log_info("stopping: learning rate " + std::to_string(lr) + " <= --stop-min-lr");
+  while (!stop && exit_code == 0) {
+    if (c.max_epoch > 0 && state.epoch > c.max_epoch) break;
+    if (c.optim.stop_min_lr >= 0 && lr_now() <= c.optim.stop_min_lr) {
+      log_info("stopping: learning rate " + std::to_string(lr_now()) + " <= --stop-min-lr " +
+               std::to_string(c.optim.stop_min_lr));
       break;
     }
     train_split->set_epoch(state.epoch);
     const int64_t nb = train_split->num_batches();
-    double epoch_loss = 0, epoch_tokens = 0;
-    while (state.next_batch < nb && !done()) {
-      model.params().zero_grad();
-      double group[3] = {0, 0, 0};  // loss (nats), ntokens, sentences
-      const int64_t first = state.next_batch;
-      const int64_t last = std::min(nb, first + c.update_freq);
-      for (int64_t i = first; i < last; ++i) {
-        LmBatch b = train_split->batch(i);
-        if (!b.src.defined()) continue;  // an empty fill batch of this rank
-        Var logits = model.forward(b.src, {.mode = models::Mode::Train,
-                                           .seed = c.seed,
-                                           .step = static_cast<uint64_t>(state.num_updates),
-                                           .micro = static_cast<uint64_t>(i - first)});
-        Var loss = autograd::cross_entropy(logits, b.tgt, data.pad, ops::Reduction::Sum);
-        autograd::tape().backward(loss);
-        group[0] += loss.value().f32()[0];
-        group[1] += static_cast<double>(b.ntokens);
-        group[2] += static_cast<double>(b.src.dim(0));
-      }
+    if (state.next_batch > nb)
+      fail_input(c.data, "the checkpoint is at batch " + std::to_string(state.next_batch) + " of epoch " +
+                             std::to_string(state.epoch) + ", which has only " + std::to_string(nb) + " batches",
+                 "the data or the batching flags (--max-tokens, --tokens-per-sample, ...) changed since the "
+                 "checkpoint; restore the originals, or pass --reset-dataloader");
+    std::vector<LmBatch> group;
+    while (state.next_batch < nb && !stop && exit_code == 0) {
+      const int64_t first = state.next_batch, last = std::min(nb, first + c.update_freq);
+      group.clear();
+      for (int64_t i = first; i < last; ++i) group.push_back(train_split->batch(i));
       state.next_batch = last;
-      for (auto& p : params) world.allreduce_sum(p.grad, p.numel);
-      world.allreduce_sum(group, 3);
-      const bool finite = std::isfinite(group[0]) && !optim::grads_have_nonfinite(params);
-      if (!finite) {
+      const UpdateResult r = train_update(model, group, *optimizer, *scheduler, state, update_params, world);
+      if (!r.applied()) {
         ++nan_in_a_row;
-        log_warning("update " + std::to_string(state.num_updates + 1) + ": non-finite loss or gradient; skipping this update (" +
-                    std::to_string(nan_in_a_row) + " in a row)");
-        if (nan_in_a_row >= c.max_consecutive_nan) {
-          save({"checkpoint_last.pt"});
+        log_warning("update " + std::to_string(state.num_updates + 1) + ": loss or gradient is not finite (loss " +
+                    std::to_string(r.loss_sum / std::max(r.ntokens, 1.0)) + "); skipping this update (" +
+                    std::to_string(nan_in_a_row) + " in a row, at most --max-consecutive-nan " +
+                    std::to_string(c.max_consecutive_nan) + ")");
+        if (nan_in_a_row >= c.max_consecutive_nan)
           throw Error(ErrorKind::Numeric,
-                      "training stopped: " + std::to_string(nan_in_a_row) + " non-finite updates in a row at update " +
-                          std::to_string(state.num_updates),
-                      "lower --lr, set --clip-norm, or check the data; checkpoint_last.pt holds the last finite state");
+                      "training stopped: " + std::to_string(nan_in_a_row) +
+                          " updates in a row had a non-finite loss or gradient (after update " +
+                          std::to_string(state.num_updates) + ")",
+                      "lower --lr, set --clip-norm, or check the data; the checkpoints already written (" +
+                          ckpt_path(c, "checkpoint_last.pt") + ") are untouched");
+      } else {
+        nan_in_a_row = 0;
+        state.epoch_loss_sum += r.loss_sum;
+        state.epoch_ntokens += r.ntokens;
+        log_loss += r.loss_sum;
+        log_tokens += r.ntokens;
+        log_bsz += r.nsentences;
+        log_gnorm += r.gnorm;
+        log_clip += (c.optim.clip_norm > 0 && r.gnorm > c.optim.clip_norm) ? 1.0 : 0.0;
+        ++log_updates;
+        progress.bar(state.epoch, state.next_batch, nb, r.loss_sum / std::max(r.ntokens, 1.0) / kLn2);
+        if (state.num_updates % c.log_interval == 0 && world.is_main()) {
+          const double dt = std::max(now_seconds() - log_t0, 1e-9);
+          const double l2 = log_loss / std::max(log_tokens, 1.0) / kLn2;
+          nlohmann::ordered_json f = {{"epoch", state.epoch},
+                                      {"update", static_cast<double>(state.epoch - 1) +
+                                                     static_cast<double>(state.next_batch) / static_cast<double>(nb)},
+                                      {"loss", l2},
+                                      {"ppl", std::pow(2.0, l2)},
+                                      {"wps", log_tokens / dt},
+                                      {"ups", static_cast<double>(log_updates) / dt},
+                                      {"wpb", log_tokens / static_cast<double>(log_updates)},
+                                      {"bsz", log_bsz / static_cast<double>(log_updates)},
+                                      {"num_updates", state.num_updates},
+                                      {"lr", lr_now()},
+                                      {"gnorm", log_gnorm / static_cast<double>(log_updates)}};
+          if (c.optim.clip_norm > 0) f["clip"] = 100.0 * log_clip / static_cast<double>(log_updates);
+          f["train_wall"] = now_seconds() - t_start;
+          f["wall"] = now_seconds() - t_start;
+          progress.log("train_inner", f);
+          log_loss = log_tokens = log_gnorm = log_clip = log_bsz = 0;
+          log_updates = 0;
+          log_t0 = now_seconds();
         }
-        continue;
+        if (state.next_batch < nb) stop = validate_and_save(/*end_of_epoch=*/false);
+        test_hooks::maybe_stall(state.num_updates);
       }
-      nan_in_a_row = 0;
-      optim::multiply_grads(params, 1.0 / std::max(group[1], 1.0));
-      const double gnorm = optim::clip_grad_norm(params, c.optim.clip_norm);
-      optimizer->step(params, lr);
-      state.num_updates += 1;
-      lr = lr_now();
-
-      const double loss2 = group[0] / std::max(group[1], 1.0) / kLn2;
-      epoch_loss += group[0];
-      epoch_tokens += group[1];
-      log_loss += group[0];
-      log_tokens += group[1];
-      log_bsz += static_cast<int64_t>(group[2]);
-      log_gnorm += gnorm;
-      log_clip += (c.optim.clip_norm > 0 && gnorm > c.optim.clip_norm) ? 1.0 : 0.0;
-      ++log_updates;
-      progress.bar(state.epoch, state.next_batch, nb, loss2);
-      if (state.num_updates % c.log_interval == 0 && world.is_main()) {
-        const double dt = std::max(now_seconds() - log_t0, 1e-9);
-        const double l2 = log_loss / std::max(log_tokens, 1.0) / kLn2;
-        progress.log("train_inner", {{"epoch", state.epoch},
-                                     {"update", state.epoch - 1 + static_cast<double>(state.next_batch) / nb},
-                                     {"loss", l2},
-                                     {"ppl", std::pow(2.0, l2)},
-                                     {"wps", log_tokens / dt},
-                                     {"ups", log_updates / dt},
-                                     {"wpb", log_tokens / log_updates},
-                                     {"bsz", static_cast<double>(log_bsz) / log_updates},
-                                     {"num_updates", state.num_updates},
-                                     {"lr", lr},
-                                     {"gnorm", log_gnorm / log_updates},
-                                     {"clip", 100.0 * log_clip / log_updates},
-                                     {"train_wall", now_seconds() - t_start},
-                                     {"wall", now_seconds() - t_start}});
-        log_loss = log_tokens = log_gnorm = log_clip = 0;
-        log_updates = log_bsz = 0;
-        log_t0 = now_seconds();
-      }
-      const bool end_of_epoch = state.next_batch >= nb;
-      if (!end_of_epoch && c.validate_interval_updates > 0 && state.num_updates % c.validate_interval_updates == 0)
-        run_validation();
-      if (!end_of_epoch && c.save_interval_updates > 0 && state.num_updates % c.save_interval_updates == 0) {
-        std::vector<std::string> names = {"checkpoint_" + std::to_string(state.epoch) + "_" +
-                                              std::to_string(state.num_updates) + ".pt",
-                                          "checkpoint_last.pt"};
-        save(names);
-      }
-      if (int sig = stop_signal()) {
+      if (const int sig = stop_signal()) {
         log_warning("received signal " + std::to_string(sig) + ": saving checkpoint_last.pt and stopping");
         save({"checkpoint_last.pt"});
         exit_code = 128 + sig;
-        break;
       }
     }
-    if (exit_code != 0) break;
-    if (state.next_batch >= nb) {
-      progress.end_bar();
-      const double l2 = epoch_loss / std::max(epoch_tokens, 1.0) / kLn2;
-      if (epoch_tokens > 0 && world.is_main())
-        progress.log("train", {{"epoch", state.epoch},
-                               {"train_loss", l2},
-                               {"train_ppl", std::pow(2.0, l2)},
-                               {"train_num_updates", state.num_updates},
-                               {"train_lr", lr},
-                               {"train_wall", now_seconds() - t_start}});
-      const double prev_best = state.best_loss;
-      double vloss = NAN;
-      if (state.epoch % c.validate_interval == 0 || done()) vloss = run_validation();
-      const bool is_best = !std::isnan(vloss) && (std::isnan(prev_best) || vloss < prev_best);
-      const int64_t finished_epoch = state.epoch;
-      state.epoch += 1;
-      state.next_batch = 0;
-      lr = lr_now();
-      std::vector<std::string> names;
-      if (!c.no_epoch_checkpoints && finished_epoch % c.save_interval == 0)
-        names.push_back("checkpoint" + std::to_string(finished_epoch) + ".pt");
-      if (is_best) names.push_back("checkpoint_best.pt");
-      names.push_back("checkpoint_last.pt");
-      save(names);
-    } else if (done()) {
-      // Stopped mid-epoch by --max-update: validate and save like fairseq's end of training.
-      progress.end_bar();
-      const double prev_best = state.best_loss;
-      double vloss = run_validation();
-      std::vector<std::string> names = {"checkpoint_" + std::to_string(state.epoch) + "_" +
-                                        std::to_string(state.num_updates) + ".pt"};
-      if (!std::isnan(vloss) && (std::isnan(prev_best) || vloss < prev_best)) names.push_back("checkpoint_best.pt");
-      names.push_back("checkpoint_last.pt");
-      save(names);
+    if (stop || exit_code != 0) break;
+    // End of the epoch (fairseq: validate_and_save(end_of_epoch=True), then the epoch line).
+    progress.end_bar();
+    if (state.epoch_ntokens > 0 && world.is_main()) {
+      const double l2 = state.epoch_loss_sum / state.epoch_ntokens / kLn2;
+      progress.log("train", {{"epoch", state.epoch},
+                             {"train_loss", l2},
+                             {"train_ppl", std::pow(2.0, l2)},
+                             {"train_num_updates", state.num_updates},
+                             {"train_lr", lr_now()},
+                             {"train_wall", now_seconds() - t_start}});
     }
+    stop = validate_and_save(/*end_of_epoch=*/true);
   }
   progress.end_bar();
-  if (world.is_main()) log_info("done training in " + std::to_string(now_seconds() - t_start) + " seconds");
+  if (world.is_main())
+    log_info("done training at update " + std::to_string(state.num_updates) + " in " +
+             std::to_string(now_seconds() - t_start) + " seconds");
   return exit_code;
 }
 

@@ -1,0 +1,57 @@
+// train/update.cpp — fairseq's train_step (REFERENCE §3.2); the contract is in update.h.
+#include "train/update.h"
+
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "autograd/tape.h"
+#include "optim/grad_clip.h"
+
+namespace stretch::train {
+
+std::vector<optim::OptimParam> optim_params(models::TransformerLM& model) {
+  std::vector<optim::OptimParam> out;
+  for (const auto& [name, var] : model.params().items())
+    out.push_back({name, var.data(), var.grad_data(), var.numel()});
+  return out;
+}
+
+UpdateResult train_update(models::TransformerLM& model, std::span<const LmBatch> group, optim::Optimizer& optimizer,
+                          const optim::LrSchedule& schedule, TrainState& state, const UpdateParams& params,
+                          const dist::World& world) {
+  UpdateResult r;
+  r.lr = schedule.lr_at_epoch(state.num_updates, state.epoch);
+  model.params().zero_grad();
+  double sums[3] = {0, 0, 0};  // loss (nats), ntokens, sentences
+  for (size_t i = 0; i < group.size(); ++i) {
+    const LmBatch& b = group[i];
+    if (!b.src.defined()) continue;
+    autograd::Var logits = model.forward(b.src, {.mode = models::Mode::Train,
+                                                 .seed = params.seed,
+                                                 .step = static_cast<uint64_t>(state.num_updates),
+                                                 .micro = static_cast<uint64_t>(i)});
+    autograd::Var loss = autograd::cross_entropy(logits, b.tgt, params.pad, ops::Reduction::Sum);
+    autograd::tape().backward(loss);
+    sums[0] += loss.value().f32()[0];
+    sums[1] += static_cast<double>(b.ntokens);
+    sums[2] += static_cast<double>(b.src.dim(0));
+  }
+  const auto ps = optim_params(model);
+  for (const auto& p : ps) world.allreduce_sum(p.grad, p.numel);  // no-op in a world of size 1
+  world.allreduce_sum(sums, 3);
+  r.loss_sum = sums[0];
+  r.ntokens = sums[1];
+  r.nsentences = sums[2];
+  if (!std::isfinite(r.loss_sum) || optim::grads_have_nonfinite(ps)) {
+    r.outcome = UpdateOutcome::SkippedNonFinite;
+    r.gnorm = NAN;
+    return r;
+  }
+  optim::multiply_grads(ps, 1.0 / std::max(r.ntokens, 1.0));
+  r.gnorm = optim::clip_grad_norm(ps, params.clip_norm);
+  optimizer.step(ps, r.lr);
+  state.num_updates += 1;
+  return r;
+}
+
+}  // namespace stretch::train

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""CTest driver of the model parity check: stretch_parity_dump writes a fresh checkpoint and one
+batch's logits / loss / gradients, check_transformer_lm.check() compares them with the float64
+oracle (tolerance and its reasons: check_transformer_lm.py's docstring, rtol 1e-4).
+
+usage: run_model_parity.py --dump-tool PATH --case NAME [--case NAME ...] [--list]
+
+Cases (all: 2 layers, C 48, H 6 — not a power of two, D 8 —, F 96, V 50, B 3, T 16, the last row
+right-padded with 3 pad tokens, dropout 0):
+  <pos>-prenorm-untied   pre-norm, final LayerNorm, untied output   for each --pos
+  <pos>-postnorm-tied    post-norm, output tied to the embedding    for each --pos
+  sinusoidal-gelu-nofinalnorm-noscale   pre-norm without final norm, exact GELU, no √C scale
+  alibi-gelu-nofinalnorm-noscale        the same with ALiBi
+
+Exit status: 0 every case passes; 1 some case fails (its failure table is printed); 2 bad usage
+or the dump tool failed; 77 torch is not importable (CTest: skipped).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    print("run_model_parity: torch is not importable; skipping", file=sys.stderr)
+    sys.exit(77)
+
+import check_transformer_lm
+from stretch_oracle.compare import print_table
+from stretch_oracle.errors import InputError
+
+POS = ("alibi", "sinusoidal", "learned", "rope", "t5", "none")
+BASE = {"vocab_size": 50, "decoder_layers": 2, "decoder_embed_dim": 48, "decoder_ffn_embed_dim": 96,
+        "decoder_attention_heads": 6, "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
+RTOL = 1e-4
+
+
+def cases():
+    out = {}
+    for pos in POS:
+        out[f"{pos}-prenorm-untied"] = dict(BASE, pos=pos, decoder_normalize_before=True,
+                                            share_decoder_input_output_embed=False)
+        out[f"{pos}-postnorm-tied"] = dict(BASE, pos=pos, decoder_normalize_before=False,
+                                           share_decoder_input_output_embed=True)
+    for pos in ("sinusoidal", "alibi"):
+        out[f"{pos}-gelu-nofinalnorm-noscale"] = dict(BASE, pos=pos, decoder_normalize_before=True,
+                                                      no_decoder_final_norm=True, no_scale_embedding=True,
+                                                      activation_fn="gelu")
+    return out
+
+
+def run_case(tool, name, model, workdir, seed):
+    ckpt = os.path.join(workdir, name + ".ckpt.pt")
+    dump = os.path.join(workdir, name + ".dump.safetensors")
+    cmd = [tool, "--model-json", json.dumps(model), "--batch", "3", "--len", "16", "--pad", "3",
+           "--seed", str(seed), "--checkpoint", ckpt, "--dump", dump]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise InputError(tool, f"exit {p.returncode} for case {name}: {p.stderr.strip()}")
+    return check_transformer_lm.check(ckpt, dump, RTOL)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dump-tool", required=True, help="path of stretch_parity_dump")
+    ap.add_argument("--case", action="append", default=[], help="case name (repeatable)")
+    ap.add_argument("--list", action="store_true", help="list the case names and exit")
+    args = ap.parse_args(argv)
+    table = cases()
+    if args.list:
+        print("\n".join(table))
+        return 0
+    unknown = [c for c in args.case if c not in table]
+    if unknown or not args.case:
+        print(f"run_model_parity: error: unknown or no --case {unknown}; known: {', '.join(table)}", file=sys.stderr)
+        return 2
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="stretch-parity-") as work:
+        for i, name in enumerate(args.case):
+            try:
+                rows = run_case(args.dump_tool, name, table[name], work, seed=1 + i)
+            except InputError as e:
+                print(f"run_model_parity: error: {e}", file=sys.stderr)
+                return 2
+            fails = [r for r in rows if not r.ok]
+            worst = max(rows, key=lambda r: r.rel_err)
+            if fails:
+                failed += 1
+                print(f"{name}: {len(fails)} of {len(rows)} tensors FAIL (rtol {RTOL:g}):")
+                print_table(fails)
+            else:
+                print(f"{name}: all {len(rows)} tensors within rtol {RTOL:g} (worst {worst.name}: {worst.rel_err:.2e})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    sys.exit(main())

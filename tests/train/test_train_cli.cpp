@@ -1,0 +1,257 @@
+// `stretch train` through the binary: a short run writes fairseq-named checkpoints and JSON
+// logs; each kind of bad input gives one clear error (naming the file, flag or key), a non-zero
+// exit, and leaves the checkpoints already written intact.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tensor/safetensors.h"
+#include "train/checkpoint.h"
+#include "train_test_util.h"
+
+namespace stretch::train {
+namespace {
+
+using namespace testing;
+namespace fs = std::filesystem;
+
+std::vector<std::string> small_args(const std::string& data, const std::string& save_dir) {
+  return {"train", data, "--arch", "transformer_lm_tiny", "--decoder-layers", "1", "--decoder-embed-dim", "16",
+          "--decoder-ffn-embed-dim", "32", "--decoder-attention-heads", "2", "--tokens-per-sample", "16",
+          "--batch-size", "4", "--required-batch-size-multiple", "1", "--optimizer", "adam", "--lr", "1e-3",
+          "--max-update", "6", "--log-format", "json", "--log-interval", "1", "--threads", "1", "--no-progress-bar",
+          "--save-dir", save_dir};
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// Byte equality of two files, without printing megabytes on failure.
+bool same_bytes(const std::string& a, const std::string& b) { return read_file(a) == read_file(b); }
+
+bool no_temporaries(const std::string& dir) {
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp") != std::string::npos) return false;
+  return true;
+}
+
+class TrainCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    data_ = new std::string(make_data_bin(*dir_));
+  }
+  static void TearDownTestSuite() {
+    delete data_;
+    delete dir_;
+  }
+  static TempDir* dir_;
+  static std::string* data_;
+  TempDir tmp_;
+};
+TempDir* TrainCli::dir_ = nullptr;
+std::string* TrainCli::data_ = nullptr;
+
+TEST_F(TrainCli, ShortRunWritesCheckpointsAndFairseqLogLines) {
+  const std::string save = tmp_ / "ck";
+  const RunResult r = run_stretch(with(small_args(*data_, save), {"--save-interval-updates", "3", "--clip-norm", "1"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = json_lines(r.out);
+  int inner = 0, valid = 0;
+  for (const auto& j : lines) {
+    if (j.contains("num_updates")) {
+      ++inner;
+      for (const char* f : {"epoch", "update", "loss", "ppl", "wps", "ups", "wpb", "bsz", "num_updates", "lr", "gnorm",
+                            "clip", "train_wall", "wall"})
+        EXPECT_TRUE(j.contains(f)) << f << " missing in " << j.dump();
+      // ppl is 2^loss (fairseq logs base 2).
+      EXPECT_NEAR(j.at("ppl").get<double>(), std::pow(2.0, j.at("loss").get<double>()), 1e-9 * j.at("ppl").get<double>());
+    }
+    if (j.contains("valid_loss")) {
+      ++valid;
+      for (const char* f : {"epoch", "valid_loss", "valid_ppl", "valid_wps", "valid_wpb", "valid_bsz",
+                            "valid_num_updates", "valid_best_loss"})
+        EXPECT_TRUE(j.contains(f)) << f << " missing in " << j.dump();
+    }
+  }
+  EXPECT_EQ(inner, 6);
+  EXPECT_GE(valid, 2);  // at the save at update 3 and at the end (update 6)
+  for (const char* f : {"checkpoint_last.pt", "checkpoint_best.pt", "checkpoint_1_3.pt", "checkpoint_1_6.pt"})
+    EXPECT_TRUE(fs::exists(save + "/" + f)) << f;
+  EXPECT_TRUE(no_temporaries(save));
+  const CheckpointContents ck = read_checkpoint(save + "/checkpoint_last.pt");
+  EXPECT_EQ(ck.state.num_updates, 6);
+  EXPECT_EQ(ck.config.at("decoder_embed_dim"), 16);
+  EXPECT_EQ(ck.config.at("optimizer").at("_name"), "adam");
+  EXPECT_TRUE(ck.file.find("optimizer.decoder.embed_tokens.weight.exp_avg"));
+  // Running again with the same --max-update resumes at 6 and stops at once.
+  const RunResult again = run_stretch(with(small_args(*data_, save), {"--save-interval-updates", "3"}));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("resumed from"), std::string::npos);
+  EXPECT_EQ(count_of(again.out, "\"num_updates\""), 0);
+}
+
+TEST_F(TrainCli, KeepIntervalUpdatesPrunesOldIntervalCheckpoints) {
+  const std::string save = tmp_ / "ck";
+  const RunResult r = run_stretch(
+      with(small_args(*data_, save), {"--save-interval-updates", "1", "--keep-interval-updates", "2", "--disable-validation"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int u = 1; u <= 6; ++u)
+    EXPECT_EQ(fs::exists(save + "/checkpoint_1_" + std::to_string(u) + ".pt"), u >= 5) << u;
+  EXPECT_FALSE(fs::exists(save + "/checkpoint_best.pt"));  // no validation: no best
+}
+
+TEST_F(TrainCli, UnknownFlagIsAUsageError) {
+  const RunResult r = run_stretch(with(small_args(*data_, tmp_ / "ck"), {"--no-such-flag", "3"}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--no-such-flag"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(tmp_ / "ck"));
+}
+
+TEST_F(TrainCli, MissingDataDirectory) {
+  const RunResult r = run_stretch(small_args(tmp_ / "nowhere", tmp_ / "ck"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(tmp_ / "nowhere"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("data directory not found"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hint:"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainCli, MissingValidSplit) {
+  const std::string data = tmp_ / "data";
+  fs::copy(*data_, data);
+  fs::remove(data + "/valid.bin");
+  fs::remove(data + "/valid.idx");
+  const RunResult r = run_stretch(small_args(data, tmp_ / "ck"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("split 'valid' not found"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(data + "/valid"), std::string::npos) << r.err;
+  // --disable-validation does without it.
+  const RunResult ok = run_stretch(with(small_args(data, tmp_ / "ck"), {"--disable-validation", "--max-update", "1"}));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+TEST_F(TrainCli, DictionaryThatDoesNotMatchTheData) {
+  // A dict.txt with fewer symbols than the ids in train.bin.
+  const std::string data = tmp_ / "data";
+  fs::copy(*data_, data);
+  write_file(data + "/dict.txt", "w1 10\nw2 9\n");
+  const RunResult r = run_stretch(small_args(data, tmp_ / "ck"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(data + "/train.bin"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is not an id of " + data + "/dict.txt"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("byte offset"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainCli, CheckpointTrainedWithAnotherDictionary) {
+  const std::string save = tmp_ / "ck";
+  ASSERT_EQ(run_stretch(with(small_args(*data_, save), {"--max-update", "1"})).exit_code, 0);
+  // Same ids, one more symbol: every id is valid but the dictionary is another one.
+  const std::string data = tmp_ / "data";
+  fs::copy(*data_, data);
+  write_file(data + "/dict.txt", read_file(data + "/dict.txt") + "extra 1\n");
+  const std::string before = read_file(save + "/checkpoint_last.pt");
+  const RunResult r = run_stretch(with(small_args(data, save), {"--max-update", "2"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(save + "/checkpoint_last.pt"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("another dictionary"), std::string::npos) << r.err;
+  EXPECT_TRUE(read_file(save + "/checkpoint_last.pt") == before);
+}
+
+TEST_F(TrainCli, CheckpointOfAnotherArchitecture) {
+  const std::string save = tmp_ / "ck";
+  ASSERT_EQ(run_stretch(with(small_args(*data_, save), {"--max-update", "1"})).exit_code, 0);
+  const std::string before = read_file(save + "/checkpoint_last.pt");
+  struct Case {
+    std::vector<std::string> flags;
+    std::string expect;
+  };
+  for (const Case& c : {Case{{"--pos", "learned"}, "pos \"alibi\" (this run: \"learned\")"},
+                        Case{{"--decoder-layers", "2"}, "decoder_layers 1 (this run: 2)"},
+                        Case{{"--post-norm"}, "decoder_normalize_before true (this run: false)"},
+                        Case{{"--arch", "transformer_lm_small"}, "decoder_ffn_embed_dim 32 (this run: 1024)"}}) {
+    std::vector<std::string> args = small_args(*data_, save);
+    // The --arch case: the preset's sizes apply (drop the size flags given after it).
+    if (c.flags[0] == "--arch") args = {"train", *data_, "--arch", "transformer_lm_small", "--tokens-per-sample", "16",
+                                        "--batch-size", "4", "--max-update", "2", "--threads", "1", "--save-dir", save};
+    else args = with(args, with(c.flags, {"--max-update", "2"}));
+    const RunResult r = run_stretch(args);
+    EXPECT_EQ(r.exit_code, 1) << c.flags[0];
+    EXPECT_NE(r.err.find(save + "/checkpoint_last.pt: was written for another model"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("hint:"), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(read_file(save + "/checkpoint_last.pt") == before);
+}
+
+TEST_F(TrainCli, TruncatedCheckpoint) {
+  const std::string save = tmp_ / "ck";
+  ASSERT_EQ(run_stretch(with(small_args(*data_, save), {"--max-update", "1"})).exit_code, 0);
+  const std::string full = read_file(save + "/checkpoint_last.pt");
+  write_file(save + "/checkpoint_last.pt", full.substr(0, full.size() / 2));
+  const RunResult r = run_stretch(with(small_args(*data_, save), {"--max-update", "2"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot resume"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(save + "/checkpoint_last.pt"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hint:"), std::string::npos) << r.err;
+  EXPECT_EQ(fs::file_size(save + "/checkpoint_last.pt"), full.size() / 2);  // left for the user to inspect
+  // Not a safetensors file at all (e.g. a fairseq pickle).
+  write_file(save + "/checkpoint_last.pt", std::string("\x80\x02}q\x00(X\x05\x00\x00\x00model", 18));
+  const RunResult p = run_stretch(with(small_args(*data_, save), {"--max-update", "2"}));
+  EXPECT_EQ(p.exit_code, 1);
+  EXPECT_NE(p.err.find(save + "/checkpoint_last.pt"), std::string::npos) << p.err;
+}
+
+TEST_F(TrainCli, MissingRestoreFileIsAnError) {
+  const RunResult r = run_stretch(with(small_args(*data_, tmp_ / "ck"), {"--restore-file", tmp_ / "nope.pt"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(tmp_ / "nope.pt"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainCli, NonFiniteLossSkipsUpdatesThenStops) {
+  // lr 1e30: update 1 is finite and throws the weights out of range; every later loss is
+  // NaN/inf. Each is skipped with a warning; the third in a row stops training.
+  const std::string save = tmp_ / "ck";
+  const RunResult r = run_stretch(with(small_args(*data_, save), {"--optimizer", "sgd", "--lr", "1e30",
+                                                                  "--max-consecutive-nan", "3",
+                                                                  "--save-interval-updates", "1", "--max-update", "20"}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(count_of(r.err, "skipping this update"), 3) << r.err;
+  EXPECT_NE(r.err.find("training stopped: 3 updates in a row had a non-finite loss or gradient"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("hint:"), std::string::npos);
+  const int64_t applied = count_of(r.out, "\"num_updates\"");
+  EXPECT_GE(applied, 1);
+  // checkpoint_last is the complete, loadable checkpoint of the last applied update, the
+  // same bytes as that update's interval checkpoint (nothing was written after it).
+  const std::string last = save + "/checkpoint_last.pt";
+  EXPECT_EQ(read_checkpoint(last).state.num_updates, applied);
+  EXPECT_TRUE(same_bytes(last, save + "/checkpoint_1_" + std::to_string(applied) + ".pt")) << r.out;
+  EXPECT_TRUE(no_temporaries(save));
+}
+
+TEST_F(TrainCli, DiskFullWhileSavingKeepsEarlierCheckpoints) {
+  const std::string save = tmp_ / "ck";
+  // The second save (update 4) fails after 1000 bytes like a full disk.
+  for (const char* fault : {"write:1000@2", "rename@2"}) {
+    fs::remove_all(save);
+    const RunResult r = run_stretch(with(small_args(*data_, save), {"--save-interval-updates", "2", "--disable-validation"}),
+                                    {{"STRETCH_TEST_WRITE_FAULT", fault}});
+    EXPECT_EQ(r.exit_code, 1) << fault;
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(save + "/checkpoint_1_4.pt"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("hint:"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(save + "/checkpoint_1_4.pt"));
+    EXPECT_EQ(read_checkpoint(save + "/checkpoint_last.pt").state.num_updates, 2) << fault;
+    EXPECT_TRUE(same_bytes(save + "/checkpoint_last.pt", save + "/checkpoint_1_2.pt")) << fault;
+    EXPECT_TRUE(no_temporaries(save)) << fault;
+    // The run resumes from the intact checkpoint.
+    const RunResult again = run_stretch(with(small_args(*data_, save), {"--save-interval-updates", "2", "--disable-validation"}));
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.err.find("at update 2"), std::string::npos) << again.err;
+  }
+}
+
+}  // namespace
+}  // namespace stretch::train
