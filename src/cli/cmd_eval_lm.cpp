@@ -1,42 +1,65 @@
 // cli/cmd_eval_lm.cpp — `stretch eval-lm DATA --path CKPT [fairseq-eval-lm flags]`.
+// The ALiBi README's commands run with the program name swapped (REFERENCE.md §4.4):
+//   --sample-break-mode none --gen-subset valid --max-sentences 1 --model-overrides "{...}"
+//   --tokens-per-sample l --max-tokens l --max-target-positions l --context-window c
+// stretch additions: --stride S (= --context-window L-S), --kv-cache, --results-json FILE,
+// --output-word-probs FILE (per-token NLL as TSV).
 #include "cli/command.h"
 #include "cli/overrides.h"
 #include "eval/eval_lm.h"
 
 namespace stretch::cli {
+namespace {
+// Everything the flags write into; owned by the runner so it outlives parsing.
+struct EvalLmFlags {
+  eval::EvalLmConfig config;
+  CommonOptions common;
+  std::string overrides;
+  bool kv_cache = false;
+  bool skip_invalid_size = false;
+  std::string break_mode = "none";
+  int64_t max_target_positions = 0;
+};
+}  // namespace
 
 void add_eval_lm(CLI::App& sub, Runner& run) {
-  auto cfg = std::make_shared<eval::EvalLmConfig>();
-  auto common = std::make_shared<CommonOptions>();
-  auto overrides = std::make_shared<std::string>();
-  auto kv_cache = std::make_shared<bool>(false);
-  auto break_mode = std::make_shared<std::string>("none");
-  auto max_target_positions = std::make_shared<int64_t>(0);
-  add_common_options(sub, *common);
-  auto& c = *cfg;
-  auto& o = cfg->options;
+  auto f = std::make_shared<EvalLmFlags>();
+  add_common_options(sub, f->common);
+  auto& c = f->config;
+  auto& o = f->config.options;
   sub.add_option("data", c.data, "data-bin directory")->required();
   sub.add_option("--path", c.path, "checkpoint (a stretch .pt/.safetensors file)")->required();
   sub.add_option("--gen-subset", c.gen_subset, "split to evaluate")->capture_default_str();
-  sub.add_option("--tokens-per-sample", o.tokens_per_sample, "evaluation length L (default: the model's)");
-  sub.add_option("--context-window", o.context_window, "tokens of context before each scored block (sliding window)");
-  sub.add_option("--stride", o.stride, "score S new tokens per window: the same as --context-window L-S");
-  sub.add_option("--max-sentences,--batch-size", o.max_sentences, "windows per forward pass");
-  sub.add_option("--max-tokens", o.max_tokens, "tokens per forward pass (windows = max_tokens / L when no --max-sentences)");
-  sub.add_option("--model-overrides", *overrides, "Python dict literal or JSON of model config keys");
-  sub.add_option("--sample-break-mode", *break_mode, "only none is meaningful for evaluation")->check(CLI::IsMember({"none"}));
-  sub.add_option("--max-target-positions", *max_target_positions, "accepted for fairseq compatibility");
-  sub.add_flag("--skip-invalid-size-inputs-valid-test", c.skip_invalid_size);
-  sub.add_option("--output-word-probs,--dump-nll", o.word_probs_path, "write each scored token's NLL (TSV) to this file");
-  sub.add_flag("--kv-cache", *kv_cache,
+  sub.add_option("--tokens-per-sample", o.tokens_per_sample, "evaluation length L (default: the model's)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--context-window", o.context_window, "tokens of context before each scored block (sliding window)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--stride", o.stride, "score S new tokens per window: the same as --context-window L-S")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--max-sentences,--batch-size", o.max_sentences, "windows per forward pass")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--max-tokens", o.max_tokens, "block tokens (without context) per forward pass")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--model-overrides", f->overrides, "Python dict literal or JSON of model config keys");
+  sub.add_option("--sample-break-mode", f->break_mode, "blocks ignore line breaks (fairseq's none)")
+      ->check(CLI::IsMember({"none"}));
+  sub.add_option("--max-target-positions", f->max_target_positions,
+                 "accepted for fairseq compatibility (blocks are never longer than --tokens-per-sample)");
+  sub.add_flag("--skip-invalid-size-inputs-valid-test", f->skip_invalid_size,
+               "accepted for fairseq compatibility (no block is ever too long)");
+  sub.add_option("--output-word-probs,--dump-nll", o.word_probs_path,
+                 "write each scored token's NLL (TSV: offset, target id, nll in nats) to this file");
+  sub.add_option("--results-json", c.results_json,
+                 "write the result as JSON (count, loss_base2, ppl, stderr_base2, protocol, ...)");
+  sub.add_flag("--kv-cache", f->kv_cache,
                "Transformer-XL-style cached evaluation for relative position methods (faster; not fairseq's protocol)");
   add_ignored_flag(sub, "--task", "stretch evaluates language_modeling data", true);
-  add_ignored_flag(sub, "--softmax-batch", "the softmax runs only at scored rows", true);
-  run = [cfg, common, overrides, kv_cache] {
-    apply_common_options(*common);
-    cfg->overrides = parse_model_overrides(*overrides);
-    if (*kv_cache) cfg->options.protocol = eval::EvalProtocol::KvCache;
-    return eval::run_eval_lm(*cfg);
+  add_ignored_flag(sub, "--softmax-batch", "the softmax runs only at scored rows, in bounded chunks", true);
+  run = [f] {
+    apply_common_options(f->common);
+    f->config.overrides = parse_model_overrides(f->overrides);
+    if (f->kv_cache) f->config.options.protocol = eval::EvalProtocol::KvCache;
+    return eval::run_eval_lm(f->config);
   };
 }
 

@@ -14,12 +14,17 @@ void add_generate(CLI::App& sub, Runner& run) {
   sub.add_option("data", c.data, "data-bin directory whose dict.txt the model was trained with")->required();
   sub.add_option("--path", c.path, "checkpoint")->required();
   sub.add_option("--prompt", c.prompt, "text to continue (tokenised like the training data)");
-  sub.add_option("--max-len,--max-len-b", c.sampling.max_len, "new tokens to generate")->capture_default_str();
-  sub.add_option("--temperature", c.sampling.temperature, "0: greedy")->capture_default_str();
-  sub.add_option("--top-k,--sampling-topk", c.sampling.top_k, "sample from the k most likely tokens (0: all)");
-  sub.add_option("--top-p,--sampling-topp", c.sampling.top_p, "nucleus sampling mass (1: off)")->capture_default_str();
+  sub.add_option("--max-len,--max-len-b", c.sampling.max_len, "new tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--temperature", c.sampling.temperature, "0: greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub.add_option("--top-k,--sampling-topk", c.sampling.top_k, "sample from the k most likely tokens (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--top-p,--sampling-topp", c.sampling.top_p, "nucleus sampling mass in (0, 1] (1: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 1.0));
   sub.add_option("--seed", c.seed)->capture_default_str();
-  sub.add_option("--nbest", c.nbest, "number of samples")->capture_default_str();
+  sub.add_option("--nbest", c.nbest, "number of samples")->capture_default_str()->check(CLI::PositiveNumber);
   sub.add_option("--model-overrides", *overrides, "JSON or Python dict literal of model config keys");
   run = [cfg, common, overrides] {
     apply_common_options(*common);

@@ -15,6 +15,7 @@ void add_sweep(CLI::App& sub, Runner& run) {
   sub.add_option("--lengths", c.lengths, "evaluation lengths, comma separated")->delimiter(',')->required();
   sub.add_option("--gen-subset", c.gen_subset)->capture_default_str();
   sub.add_option("--context-window", c.options.context_window, "context tokens per window at every length");
+  sub.add_option("--stride", c.options.stride, "score S new tokens per window at every length")->check(CLI::PositiveNumber);
   sub.add_flag("--sliding", c.sliding, "sliding window with context L-1 at every length (slow: L x the tokens)");
   sub.add_option("--max-sentences,--batch-size", c.options.max_sentences, "windows per forward pass");
   sub.add_option("--max-tokens", c.options.max_tokens);

@@ -1,5 +1,7 @@
+// eval/eval_lm.cpp — see eval_lm.h.
 #include "eval/eval_lm.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,7 +13,6 @@
 #include "core/log.h"
 #include "data/eval_windows.h"
 #include "ops/cross_entropy.h"
-#include "train/checkpoint.h"
 #include "train/lm_data.h"
 
 namespace stretch::eval {
@@ -38,67 +39,95 @@ struct NllStats {
   }
 };
 
-// Scores rows of `hidden` [N, C] against targets [N]: output projection + log-softmax at
-// those rows only.
-void score_rows(models::TransformerLM& model, const Tensor& hidden, const std::vector<int32_t>& targets,
-                const std::vector<int64_t>& offsets, NllStats& stats) {
-  const int64_t n = static_cast<int64_t>(targets.size());
-  if (n == 0) return;
-  Tensor logits = model.output(autograd::Var(hidden)).value();  // [N, V]
-  Tensor tgt = Tensor::empty({n}, DType::I32);
-  std::copy(targets.begin(), targets.end(), tgt.i32());
-  Tensor losses = Tensor::empty({n}), lse = Tensor::empty({n});
-  ops::cross_entropy_forward(losses.f32(), lse.f32(), logits.f32(), tgt.i32(),
-                             {.n = n, .v = model.config().vocab_size, .ignore_index = -1000000});
-  for (int64_t i = 0; i < n; ++i) stats.add(losses.f32()[i], offsets[i], targets[i]);
+// The rows of one forward pass that are scored: row index into hidden [N, C], target, and
+// the target's offset in the stream.
+struct ScoredRows {
+  std::vector<int64_t> row;
+  std::vector<int32_t> target;
+  std::vector<int64_t> offset;
+  void clear() { row.clear(), target.clear(), offset.clear(); }
+};
+
+// Output projection + log-softmax at the scored rows of hidden [N, C] only, in chunks whose
+// logits take at most kScoreChunkBytes.
+void score_rows(models::TransformerLM& model, const Tensor& hidden, const ScoredRows& rows, int64_t chunk_rows,
+                NllStats& stats) {
+  const int64_t n = static_cast<int64_t>(rows.row.size());
+  const int64_t C = hidden.dim(hidden.rank() - 1), V = model.config().vocab_size;
+  const int64_t chunk = chunk_rows > 0 ? chunk_rows
+                                       : std::max<int64_t>(1, kScoreChunkBytes / (V * static_cast<int64_t>(sizeof(float))));
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int64_t m = std::min(chunk, n - r0);
+    Tensor h = Tensor::empty({m, C});  // [m, C]
+    Tensor tgt = Tensor::empty({m}, DType::I32);
+    for (int64_t i = 0; i < m; ++i) {
+      std::copy_n(hidden.f32() + rows.row[r0 + i] * C, C, h.f32() + i * C);
+      tgt.i32()[i] = rows.target[r0 + i];
+    }
+    Tensor logits = model.output(autograd::Var(h)).value();  // [m, V]
+    Tensor losses = Tensor::empty({m}), lse = Tensor::empty({m});
+    ops::cross_entropy_forward(losses.f32(), lse.f32(), logits.f32(), tgt.i32(),
+                               {.n = m, .v = V, .ignore_index = -1000000});
+    for (int64_t i = 0; i < m; ++i) stats.add(losses.f32()[i], rows.offset[r0 + i], rows.target[r0 + i]);
+  }
 }
 
 void evaluate_windows(models::TransformerLM& model, const data::TokenStream& stream, const EvalOptions& o,
-                      int64_t L, int64_t c, NllStats& stats) {
+                      int64_t L, int64_t c, NllStats& stats, EvalResult& r) {
+  const int64_t chunk_rows = o.score_chunk_rows;
   data::EvalWindowParams wp;
   wp.tokens_per_sample = L;
   wp.context_window = c;
   wp.pad = o.pad;
   wp.eos = o.eos;
-  int64_t rows = o.max_sentences;
-  if (rows <= 0) rows = o.max_tokens > 0 ? std::max<int64_t>(1, o.max_tokens / L) : 1;
-  wp.size = {.max_tokens = 0, .max_sentences = rows, .required_batch_size_multiple = 1};
+  const int64_t budget_rows = std::max<int64_t>(1, kForwardTokens / L);
+  int64_t rows = o.max_sentences > 0 ? std::min(o.max_sentences, budget_rows) : budget_rows;
+  wp.size = {.max_tokens = o.max_tokens, .max_sentences = rows, .required_batch_size_multiple = 1};
   // Shared ownership is only needed by EvalWindows; the caller keeps `stream` alive.
   std::shared_ptr<const data::TokenStream> s(&stream, [](const data::TokenStream*) {});
   data::EvalWindows windows(s, wp);
   data::Batch batch;
-  const int64_t C = model.config().decoder_embed_dim;
+  ScoredRows scored;
   while (windows.next(batch)) {
-    Tensor hidden = model.features(batch.src, {}).value();  // [B, W, C]
     const int64_t B = batch.rows(), W = batch.width();
-    std::vector<int32_t> targets;
-    std::vector<int64_t> offsets;
-    Tensor rows_hidden = Tensor::empty({batch.ntokens, C});
-    int64_t r = 0;
+    // Rows are right-padded to (longest block) + c even while the context is still filling
+    // (the first c windows); causal attention lets trailing pad columns be cut off.
+    int64_t used = 0;
+    for (int64_t b = 0; b < B; ++b) used = std::max<int64_t>(used, batch.lengths[b]);
+    Tensor src = batch.src;  // [B, Wf] I32
+    if (used < W) {
+      src = Tensor::empty({B, used}, DType::I32);
+      for (int64_t b = 0; b < B; ++b) std::copy_n(batch.src.i32() + b * W, used, src.i32() + b * used);
+    }
+    const int64_t Wf = src.dim(1);
+    Tensor hidden = model.features(src, {}).value();  // [B, Wf, C]
+    scored.clear();
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < W; ++t) {
+      for (int64_t t = batch.starts[b]; t < Wf; ++t) {
         const int32_t y = batch.tgt.i32()[b * W + t];
         if (y == o.pad) continue;
-        std::copy_n(hidden.f32() + (b * W + t) * C, C, rows_hidden.f32() + r * C);
-        targets.push_back(y);
-        offsets.push_back(batch.offsets[b] + (t - batch.starts[b]));
-        ++r;
+        scored.row.push_back(b * Wf + t);
+        scored.target.push_back(y);
+        scored.offset.push_back(batch.offsets[b] + (t - batch.starts[b]));
       }
-    STRETCH_CHECK(r == batch.ntokens, "eval: scored rows " << r << " vs ntokens " << batch.ntokens);
-    score_rows(model, rows_hidden, targets, offsets, stats);
+    STRETCH_CHECK(static_cast<int64_t>(scored.row.size()) == batch.ntokens,
+                  "eval: scored rows " << scored.row.size() << " vs ntokens " << batch.ntokens);
+    score_rows(model, hidden, scored, chunk_rows, stats);
+    ++r.forward_passes;
+    r.max_rows = std::max(r.max_rows, B);
   }
 }
 
 void evaluate_kv_cache(models::TransformerLM& model, const data::TokenStream& stream, int64_t L, int64_t memory,
-                       int32_t eos, NllStats& stats) {
+                       int32_t eos, int64_t chunk_rows, NllStats& stats, EvalResult& r) {
   const auto pos = model.config().pos;
   if (pos == models::PosMethod::Sinusoidal || pos == models::PosMethod::Learned)
     fail_usage(std::string("--kv-cache: needs a relative position method (alibi, t5, rope, none); this model uses ") +
                    models::pos_method_name(pos),
                "evaluate absolute-position models with the window protocol (--context-window)");
   const int64_t N = stream.total_tokens();
-  const int64_t C = model.config().decoder_embed_dim;
   models::KvCache cache;
+  ScoredRows scored;
   for (int64_t start = 0; start < N; start += L) {
     const int64_t n = std::min(L, N - start);
     Tensor src = Tensor::empty({1, n}, DType::I32);
@@ -106,10 +135,15 @@ void evaluate_kv_cache(models::TransformerLM& model, const data::TokenStream& st
     src.i32()[0] = start == 0 ? eos : stream.tokens(start - 1, 1)[0];
     std::copy_n(targets.data(), n - 1, src.i32() + 1);
     Tensor hidden = model.features(src, {.cache = &cache}).value();  // [1, n, C]
-    std::vector<int64_t> offsets(n);
-    for (int64_t i = 0; i < n; ++i) offsets[i] = start + i;
-    score_rows(model, hidden.view({n, C}), targets, offsets, stats);
-    // Keep the keys/values of the last `memory` tokens.
+    scored.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      scored.row.push_back(i);
+      scored.target.push_back(targets[i]);
+      scored.offset.push_back(start + i);
+    }
+    score_rows(model, hidden, scored, chunk_rows, stats);
+    ++r.forward_passes;
+    // Keep the keys/values of the last `memory` tokens: [B, H, S, D] -> [B, H, memory, D].
     for (size_t l = 0; l < cache.k.size(); ++l)
       for (Tensor* t : {&cache.k[l], &cache.v[l]}) {
         const int64_t B = t->dim(0), H = t->dim(1), S = t->dim(2), D = t->dim(3);
@@ -120,6 +154,7 @@ void evaluate_kv_cache(models::TransformerLM& model, const data::TokenStream& st
         *t = kept;
       }
   }
+  r.max_rows = 1;
 }
 
 }  // namespace
@@ -127,66 +162,162 @@ void evaluate_kv_cache(models::TransformerLM& model, const data::TokenStream& st
 EvalResult evaluate(models::TransformerLM& model, const data::TokenStream& stream, const EvalOptions& o) {
   autograd::NoGradGuard no_grad;
   const int64_t L = o.tokens_per_sample > 0 ? o.tokens_per_sample : model.config().tokens_per_sample;
+  if (L < 1) fail_usage("--tokens-per-sample " + std::to_string(L) + " must be positive");
+  if (o.stride < 0) fail_usage("--stride " + std::to_string(o.stride) + " must be positive");
+  if (o.context_window < 0) fail_usage("--context-window " + std::to_string(o.context_window) + " must be >= 0");
   int64_t c = o.context_window;
-  if (o.stride > 0) {
-    if (o.stride > L) fail_usage("--stride " + std::to_string(o.stride) + " is larger than --tokens-per-sample " + std::to_string(L));
-    c = L - o.stride;
+  if (o.protocol == EvalProtocol::KvCache) {
+    if (o.stride > 0)
+      fail_usage("--stride has no meaning with --kv-cache",
+                 "--kv-cache scores segments of --tokens-per-sample tokens; --context-window sets the memory");
+  } else {
+    if (o.stride > 0) {
+      if (o.context_window > 0 && o.context_window != L - o.stride)
+        fail_usage("--stride " + std::to_string(o.stride) + " and --context-window " +
+                       std::to_string(o.context_window) + " disagree (stride S means context L - S = " +
+                       std::to_string(L - o.stride) + ")",
+                   "give one of them");
+      if (o.stride > L)
+        fail_usage("--stride " + std::to_string(o.stride) + " is larger than --tokens-per-sample " + std::to_string(L),
+                   "a window scores at most L new tokens");
+      c = L - o.stride;
+    }
+    if (c >= L)
+      fail_usage("--context-window " + std::to_string(c) + " must be in [0, tokens-per-sample) = [0, " +
+                     std::to_string(L) + ")",
+                 "each window scores L - c >= 1 new tokens");
   }
-  if (c < 0 || c >= L)
-    fail_usage("--context-window " + std::to_string(c) + " must be in [0, tokens-per-sample) = [0, " + std::to_string(L) + ")");
   std::ofstream dump;
   NllStats stats;
   if (!o.word_probs_path.empty()) {
     dump.open(o.word_probs_path);
-    if (!dump) fail_io(o.word_probs_path, "cannot write the per-token dump");
+    if (!dump) fail_io(o.word_probs_path, "cannot write the per-token dump", "check that the directory exists");
     dump << "offset\ttarget\tnll_nats\n";
+    dump.precision(9);
     stats.dump = &dump;
   }
   const double t0 = now_seconds();
   EvalResult r;
+  r.tokens_per_sample = L;
+  r.protocol = o.protocol;
   if (o.protocol == EvalProtocol::KvCache) {
     const int64_t memory = c > 0 ? c : L;
-    evaluate_kv_cache(model, stream, L, memory, o.eos, stats);
-    r.protocol = "kv-cache (Transformer-XL style: segments of " + std::to_string(L) + ", memory " +
-                 std::to_string(memory) + "; NOT the fairseq-eval-lm protocol)";
+    r.context_window = memory;
+    evaluate_kv_cache(model, stream, L, memory, o.eos, o.score_chunk_rows, stats, r);
+    r.protocol_text = "kv-cache (Transformer-XL style: segments of " + std::to_string(L) + ", memory " +
+                      std::to_string(memory) + "; NOT the fairseq-eval-lm protocol)";
   } else {
-    evaluate_windows(model, stream, o, L, c, stats);
-    r.protocol = c == 0 ? "non-overlapping, L = " + std::to_string(L)
-                        : "sliding window, L = " + std::to_string(L) + ", context " + std::to_string(c) +
-                              " (stride " + std::to_string(L - c) + ")";
+    r.context_window = c;
+    evaluate_windows(model, stream, o, L, c, stats, r);
+    r.protocol_text = c == 0 ? "non-overlapping, L = " + std::to_string(L)
+                             : "sliding window, L = " + std::to_string(L) + ", context " + std::to_string(c) +
+                                   " (stride " + std::to_string(L - c) + ")";
   }
   r.seconds = now_seconds() - t0;
   r.count = stats.count;
   if (stats.count == 0) fail_input("eval-lm", "no token was scored", "is the split empty?");
   const double mean = stats.sum / stats.count;
   const double var = std::max(0.0, stats.sum_sq / stats.count - mean * mean);
+  r.nll_sum = stats.sum;
   r.loss2 = mean / kLn2;
   r.ppl = std::pow(2.0, r.loss2);
   r.stderr2 = stats.count > 1 ? std::sqrt(var / (stats.count - 1)) / kLn2 : 0.0;
   r.tokens_per_second = stats.count / std::max(r.seconds, 1e-9);
+  if (dump.is_open()) {
+    dump.close();
+    if (!dump) fail_io(o.word_probs_path, "write failed (disk full?)");
+  }
   return r;
+}
+
+nlohmann::json eval_result_json(const EvalResult& r) {
+  const bool kv = r.protocol == EvalProtocol::KvCache;
+  return {{"count", r.count},
+          {"loss_base2", r.loss2},
+          {"ppl", r.ppl},
+          {"nll_sum_nats", r.nll_sum},
+          {"stderr_base2", r.stderr2},
+          {"tokens_per_sample", r.tokens_per_sample},
+          {"context_window", r.context_window},
+          {"stride", kv ? r.tokens_per_sample : r.tokens_per_sample - r.context_window},
+          {"protocol", r.protocol_text},
+          {"fairseq_protocol", !kv},
+          {"seconds", r.seconds},
+          {"tokens_per_second", r.tokens_per_second},
+          {"forward_passes", r.forward_passes},
+          {"windows_per_pass", r.max_rows}};
+}
+
+double peak_rss_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;  // kB
+  return NAN;
+}
+
+std::unique_ptr<models::TransformerLM> load_eval_model(const std::string& path, nlohmann::json overrides,
+                                                       train::CheckpointContents* contents) {
+  train::CheckpointContents ck = train::read_checkpoint(path);
+  models::TransformerLMConfig cfg = ck.model;
+  if (overrides.contains("max_target_positions")) {
+    models::TransformerLMConfig probe = cfg;
+    probe.apply_overrides(overrides);  // the position method after the overrides
+    if (probe.pos == models::PosMethod::Learned && probe.max_target_positions != cfg.max_target_positions) {
+      log_once(LogLevel::Warning, "--model-overrides max_target_positions is ignored for learned positions: the table "
+                                  "keeps its trained size (max_target_positions = " +
+                                      std::to_string(cfg.max_target_positions) + ")");
+      overrides.erase("max_target_positions");
+    }
+  }
+  cfg.apply_overrides(overrides);
+  auto model = std::make_unique<models::TransformerLM>(cfg);
+  try {
+    train::load_model_weights(*model, ck);
+  } catch (const Error& e) {
+    fail_input(path, e.what());
+  }
+  if (contents) *contents = std::move(ck);
+  return model;
 }
 
 int run_eval_lm(const EvalLmConfig& cfg) {
   train::CheckpointContents ck;
-  auto model = train::load_model(cfg.path, cfg.overrides, &ck);
+  auto model = load_eval_model(cfg.path, cfg.overrides, &ck);
   train::LmData data = train::open_lm_data(cfg.data);
   if (data.vocab_size != model->config().vocab_size || data.dict_hash != ck.dict_hash)
-    fail_input(data.dict_path, "is not the dictionary the checkpoint was trained with (" + std::to_string(data.vocab_size) +
-                                   " symbols, hash " + data.dict_hash + "; checkpoint: " +
-                                   std::to_string(model->config().vocab_size) + " symbols, hash " + ck.dict_hash + ")",
+    fail_input(data.dict_path, "is not the dictionary the checkpoint " + cfg.path + " was trained with (" +
+                                   std::to_string(data.vocab_size) + " symbols, hash " + data.dict_hash +
+                                   "; checkpoint: " + std::to_string(model->config().vocab_size) + " symbols, hash " +
+                                   ck.dict_hash + ")",
                "evaluate on a data-bin binarized with the training dictionary (preprocess --srcdict)");
   auto stream = train::open_split_stream(cfg.data, cfg.gen_subset, data);
   EvalOptions o = cfg.options;
   o.pad = data.pad;
   o.eos = data.eos;
   EvalResult r = evaluate(*model, *stream, o);
-  std::printf("stretch | eval-lm | %s | %s\n", cfg.gen_subset.c_str(), r.protocol.c_str());
+  std::printf("stretch | eval-lm | %s | %s\n", cfg.gen_subset.c_str(), r.protocol_text.c_str());
   std::printf("Evaluated %lld tokens in %.1fs (%.2f tokens/s)\n", static_cast<long long>(r.count), r.seconds,
               r.tokens_per_second);
   std::printf("Loss (base 2): %.4f, Perplexity: %.2f\n", r.loss2, r.ppl);
   std::printf("Standard error of the mean loss (base 2): %.4f\n", r.stderr2);
   if (data.byte_level) std::printf("Bits per byte: %.4f\n", r.loss2);
+  std::fflush(stdout);
+  if (!cfg.results_json.empty()) {
+    nlohmann::json j = eval_result_json(r);
+    j["split"] = cfg.gen_subset;
+    j["checkpoint"] = cfg.path;
+    j["pos"] = models::pos_method_name(model->config().pos);
+    j["train_tokens_per_sample"] = ck.model.tokens_per_sample;
+    j["byte_level"] = data.byte_level;
+    if (data.byte_level) j["bits_per_byte"] = r.loss2;
+    j["peak_rss_mb"] = peak_rss_mb();
+    std::ofstream out(cfg.results_json);
+    if (!out) fail_io(cfg.results_json, "cannot write the results", "check that the directory exists");
+    out << j.dump(2) << "\n";
+    out.close();
+    if (!out) fail_io(cfg.results_json, "write failed (disk full?)");
+  }
   return 0;
 }
 

@@ -2,14 +2,19 @@
 // Contract: the split is cut into blocks of L − c new tokens (L = --tokens-per-sample,
 // c = --context-window, or c = L − S for --stride S); each window's input is the shifted
 // stream with up to c earlier tokens before the block; only the block's own targets are
-// scored, every </s> included; loss₂ = −Σ log p / count / ln 2, perplexity = 2^loss₂.
-// Many windows go through one forward pass (--max-sentences / --max-tokens), and the output
-// projection and softmax run only at scored positions, so a sliding window costs about L/S
-// times the non-overlapping run with no per-window overhead.
+// scored, every </s> included; loss₂ = −Σ log p / count / ln 2, perplexity = 2^loss₂;
+// scores of ±inf are dropped from the sum and the count (fairseq).
+// Batching: windows go through the model in order, as many per forward pass as
+// --max-sentences / --max-tokens allow (fairseq's batch_by_size on block lengths), and never
+// more than kForwardTokens input tokens per pass (at least one window), so --max-tokens with a
+// large context cannot exhaust memory; the result does not depend on the batching. The output
+// projection and log-softmax run only at scored rows, in chunks of kScoreChunkBytes of logits,
+// so a sliding window costs about L/S times the non-overlapping run.
 // The cached mode (--kv-cache) is Transformer-XL-style evaluation for relative position
 // methods (alibi, t5, rope, none): segments of L tokens, keys/values of the previous
-// --context-window tokens kept and reused. It is faster and NOT the fairseq protocol; its
-// output says so.
+// M = (c > 0 ? c : L) tokens kept and reused (here c may exceed L; --stride is refused). It is faster and NOT the fairseq protocol; its
+// output says so. With M ≥ the stream length it computes exactly the non-overlapping
+// evaluation with one window holding the whole stream (tests/eval/test_eval_lm.cpp).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -17,6 +22,7 @@
 #include <vector>
 
 #include "models/transformer_lm.h"
+#include "train/checkpoint.h"
 
 namespace stretch::data {
 class TokenStream;
@@ -26,29 +32,54 @@ namespace stretch::eval {
 
 enum class EvalProtocol : uint8_t { Windows, KvCache };
 
+constexpr int64_t kForwardTokens = 16384;          // most input tokens per forward pass
+constexpr int64_t kScoreChunkBytes = 32ll << 20;   // logits computed at once while scoring
+
 struct EvalOptions {
   int64_t tokens_per_sample = 0;   // L (0: the model's tokens_per_sample)
   int64_t context_window = 0;      // c
   int64_t stride = 0;              // S (0: use context_window); c = L − S
-  int64_t max_sentences = 0;       // windows per forward pass (0: from max_tokens, else 1)
-  int64_t max_tokens = 0;
+  int64_t max_sentences = 0;       // windows per forward pass (0: no limit but kForwardTokens)
+  int64_t max_tokens = 0;          // block tokens (without context) per forward pass (0: no limit)
   EvalProtocol protocol = EvalProtocol::Windows;
   int32_t pad = 1, eos = 2;
-  std::string word_probs_path;     // per-token NLL dump (TSV: offset, target id, nll nats)
+  std::string word_probs_path = ""; // per-token NLL dump (TSV: offset, target id, nll nats)
+  int64_t score_chunk_rows = 0;    // rows projected to logits at once (0: kScoreChunkBytes of logits)
 };
 
 struct EvalResult {
   double loss2 = 0;          // mean NLL in bits per token
   double ppl = 0;            // 2^loss2
+  double nll_sum = 0;        // Σ −log p over scored tokens, nats
   int64_t count = 0;         // scored tokens
   double stderr2 = 0;        // standard error of the mean NLL, bits
   double seconds = 0;
   double tokens_per_second = 0;
-  std::string protocol;      // description for the output
+  int64_t tokens_per_sample = 0;  // L used
+  int64_t context_window = 0;     // c used (kv-cache: the memory M)
+  int64_t forward_passes = 0;
+  int64_t max_rows = 0;           // most windows in one forward pass
+  EvalProtocol protocol = EvalProtocol::Windows;
+  std::string protocol_text;      // description for the output
 };
 
 // Evaluates `model` on `stream`. Errors (e.g. learned positions past their table) are thrown.
 EvalResult evaluate(models::TransformerLM& model, const data::TokenStream& stream, const EvalOptions& options);
+
+// Machine-readable form (--results-json): count, loss_base2, ppl, nll_sum_nats, stderr_base2,
+// tokens_per_sample, context_window, stride, protocol, fairseq_protocol, seconds,
+// tokens_per_second, forward_passes, windows_per_pass.
+nlohmann::json eval_result_json(const EvalResult& r);
+
+// Peak resident memory of this process so far (VmHWM), MB; NaN where /proc is unavailable.
+double peak_rss_mb();
+
+// Builds a model for evaluation from a checkpoint with --model-overrides applied. The README
+// commands override max_target_positions to the evaluation length (it sized the fork's
+// buffers); for learned positions that would resize the trained table, so there it is ignored
+// (said once) and an evaluation past the table gives the learned-positions usage error.
+std::unique_ptr<models::TransformerLM> load_eval_model(const std::string& path, nlohmann::json overrides,
+                                                       train::CheckpointContents* contents);
 
 struct EvalLmConfig {
   std::string data;
@@ -56,7 +87,7 @@ struct EvalLmConfig {
   std::string gen_subset = "test";
   EvalOptions options;
   nlohmann::json overrides = nlohmann::json::object();
-  bool skip_invalid_size = false;
+  std::string results_json;        // --results-json FILE: eval_result_json + run fields
 };
 
 int run_eval_lm(const EvalLmConfig& config);

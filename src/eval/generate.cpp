@@ -1,3 +1,4 @@
+// eval/generate.cpp — see generate.h.
 #include "eval/generate.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "autograd/tape.h"
 #include "core/error.h"
 #include "data/dictionary.h"
+#include "eval/eval_lm.h"
 #include "train/checkpoint.h"
 
 namespace stretch::eval {
@@ -16,7 +18,8 @@ namespace stretch::eval {
 int32_t sample_from_logits(const float* logits, int64_t vocab, const SamplingParams& p, Rng& rng,
                            const std::vector<int32_t>& banned) {
   std::vector<float> l(logits, logits + vocab);
-  for (int32_t b : banned) l[b] = -INFINITY;
+  for (int32_t b : banned)
+    if (b >= 0 && b < vocab) l[b] = -INFINITY;
   if (p.temperature <= 0.f) return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
   std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
@@ -41,11 +44,18 @@ int32_t sample_from_logits(const float* logits, int64_t vocab, const SamplingPar
   return order[keep - 1];
 }
 
+std::vector<int32_t> banned_ids(const data::Dictionary& dict) {
+  std::vector<int32_t> banned = {dict.bos(), dict.pad(), dict.unk()};
+  for (int32_t id = data::Dictionary::kNumSpecial; id < dict.size(); ++id)
+    if (dict.symbol(id).rfind("madeupword", 0) == 0) banned.push_back(id);
+  return banned;
+}
+
 std::vector<int32_t> generate_tokens(models::TransformerLM& model, const std::vector<int32_t>& context,
-                                     const SamplingParams& p, Rng& rng) {
+                                     const SamplingParams& p, Rng& rng, const std::vector<int32_t>& banned) {
   autograd::NoGradGuard no_grad;
   const int64_t V = model.config().vocab_size;
-  const std::vector<int32_t> banned = {0, model.config().padding_idx, 3};  // <s>, <pad>, <unk>
+  if (context.empty()) fail_usage("generate: the context is empty", "start it with </s> as training streams do");
   models::KvCache cache;
   Tensor src = Tensor::empty({1, static_cast<int64_t>(context.size())}, DType::I32);
   std::copy(context.begin(), context.end(), src.i32());
@@ -67,7 +77,7 @@ std::vector<int32_t> generate_tokens(models::TransformerLM& model, const std::ve
 
 int run_generate(const GenerateConfig& c) {
   train::CheckpointContents ck;
-  auto model = train::load_model(c.path, c.overrides, &ck);
+  auto model = load_eval_model(c.path, c.overrides, &ck);
   const std::string dict_path = (std::filesystem::path(c.data) / "dict.txt").string();
   data::Dictionary dict = data::Dictionary::load(dict_path);
   if (dict.size() != model->config().vocab_size)
@@ -89,13 +99,17 @@ int run_generate(const GenerateConfig& c) {
     context.insert(context.end(), ids.begin(), ids.end());
   }
   SamplingParams sp = c.sampling;
+  const std::vector<int32_t> banned = banned_ids(dict);
   Rng rng(c.seed, 0x9e4);
   for (int64_t n = 0; n < c.nbest; ++n) {
-    std::vector<int32_t> out = generate_tokens(*model, context, sp, rng);
-    std::vector<int32_t> all(context.begin() + 1, context.end());
-    all.insert(all.end(), out.begin(), out.end());
-    if (bytes) std::cout << dict.decode_bytes(all) << "\n";
-    else std::cout << dict.decode(all, data::Dictionary::EosInDecode::Keep) << "\n";
+    std::vector<int32_t> out = generate_tokens(*model, context, sp, rng, banned);
+    if (bytes) {  // the prompt as given (a byte the dictionary lacks went in as <unk>), then new bytes
+      std::cout << c.prompt << dict.decode_bytes(out) << "\n";
+    } else {
+      std::vector<int32_t> all(context.begin() + 1, context.end());
+      all.insert(all.end(), out.begin(), out.end());
+      std::cout << dict.decode(all, data::Dictionary::EosInDecode::Keep) << "\n";
+    }
   }
   return 0;
 }

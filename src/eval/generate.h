@@ -11,6 +11,10 @@
 #include "core/rng.h"
 #include "models/transformer_lm.h"
 
+namespace stretch::data {
+class Dictionary;
+}
+
 namespace stretch::eval {
 
 struct SamplingParams {
@@ -21,12 +25,21 @@ struct SamplingParams {
   int32_t stop_token = -1;    // stop after emitting this id (eos); -1: never
 };
 
-// Picks a token id from logits [V] (temperature, top-k, top-p); deterministic given rng state.
+// Picks a token id from logits [V]; deterministic given the rng state.
+//   temperature <= 0: argmax (lowest id on ties), no draw.
+//   else: ids sorted by logit (descending, stable), the first top_k kept (0: all), weights
+//   exp((l − max) / temperature); top_p < 1 then keeps the shortest prefix whose weight reaches
+//   top_p of the kept total (the token that crosses the threshold included, as fairseq's
+//   sampling_topp); one uniform draw u in [0, 1) picks the first id whose cumulative weight
+//   exceeds u · total. `banned` ids get weight 0 (and are never the argmax).
 int32_t sample_from_logits(const float* logits, int64_t vocab, const SamplingParams& p, Rng& rng,
                            const std::vector<int32_t>& banned);
-// Continues `context` (ids, starting with eos) by up to max_len tokens; returns the new ids.
+// Ids generation never emits: <s>, <pad>, <unk> and the madeupwordNNNN padding symbols.
+std::vector<int32_t> banned_ids(const data::Dictionary& dict);
+// Continues `context` (ids, starting with eos) by up to max_len tokens with a KV cache (the
+// context in one pass, then one token per pass); returns the new ids.
 std::vector<int32_t> generate_tokens(models::TransformerLM& model, const std::vector<int32_t>& context,
-                                     const SamplingParams& p, Rng& rng);
+                                     const SamplingParams& p, Rng& rng, const std::vector<int32_t>& banned);
 
 struct GenerateConfig {
   std::string data;             // data-bin directory (its dict.txt)

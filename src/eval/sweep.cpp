@@ -13,6 +13,8 @@
 namespace stretch::eval {
 
 int run_sweep(const SweepConfig& cfg) {
+  if (cfg.sliding && (cfg.options.context_window > 0 || cfg.options.stride > 0))
+    fail_usage("sweep: --sliding sets the context to L-1 at every length; drop --context-window/--stride");
   if (cfg.paths.empty()) fail_usage("sweep: give at least one checkpoint with --path");
   if (cfg.lengths.empty()) fail_usage("sweep: give --lengths, e.g. 64,128,256,512,1024");
   if (!cfg.labels.empty() && cfg.labels.size() != cfg.paths.size())
@@ -52,14 +54,21 @@ int run_sweep(const SweepConfig& cfg) {
       } catch (const Error& e) {
         cell.ppl = NAN;
         cell.loss2 = NAN;
-        cell.note = e.kind() == ErrorKind::Usage ? "not evaluable at this length" : e.what();
-        log_warning(row.label + " at L=" + std::to_string(L) + ": " + e.what());
+        // The reason is the error's first line (the hint follows on the next).
+        const std::string what = e.what();
+        cell.note = what.substr(0, what.find('\n'));
+        if (e.kind() != ErrorKind::Usage) throw;  // a broken file or a bug: not a table cell
+        log_warning(row.label + " at L=" + std::to_string(L) + ": left empty: " + cell.note);
       }
       row.cells.push_back(cell);
     }
     rows.push_back(row);
   }
-  const std::string protocol = cfg.sliding ? "sliding window (context L-1)" : "non-overlapping";
+  const std::string protocol = cfg.sliding                       ? "sliding window (context L-1)"
+                               : cfg.options.stride > 0         ? "sliding window (stride " + std::to_string(cfg.options.stride) + ")"
+                               : cfg.options.context_window > 0 ? "sliding window (context " +
+                                                                      std::to_string(cfg.options.context_window) + ")"
+                                                                : "non-overlapping";
   std::cout << "\nValidation perplexity on " << cfg.gen_subset << " (" << protocol << "), rows: model and its "
             << "training length, columns: evaluation length\n\n"
             << sweep_markdown(rows, cfg.lengths) << std::endl;

@@ -16,8 +16,8 @@ struct SweepConfig {
   std::vector<std::string> labels;  // optional, one per checkpoint
   std::vector<int64_t> lengths;
   std::string gen_subset = "valid";
-  EvalOptions options;              // context_window / stride are taken per length when given as
-  bool sliding = false;             // --sliding: context window L−1 ... (expensive)
+  EvalOptions options;              // --context-window c / --stride S / batching, the same at every length
+  bool sliding = false;             // --sliding: context window L−1 at each length L (L× the cost)
   std::string results_dir = "sweep";
   std::string title = "train short, test long";
 };

@@ -1,9 +1,11 @@
 #include "eval/sweep_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -32,6 +34,21 @@ void write_file(const std::string& path, const std::string& text) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail_io(path, "cannot rename the temporary file into place");
 }
 
+// RFC 4180 field: quoted when it holds a comma, quote or line break; quotes doubled.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char ch : v) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return out + "\"";
+}
+
+// A gnuplot single-quoted string: ' is written ''.
+std::string gp_quote(const std::string& v) {
+  std::string out = "'";
+  for (char ch : v) out += ch == '\'' ? std::string("''") : std::string(1, ch);
+  return out + "'";
+}
+
 }  // namespace
 
 std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<int64_t>& lengths) {
@@ -51,6 +68,13 @@ std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<
     }
     os << "\n";
   }
+  bool first = true;
+  for (const auto& r : rows)
+    for (const auto& c : r.cells)
+      if (std::isnan(c.ppl)) {
+        os << (first ? "\n" : "") << "– " << r.label << " at " << c.length << ": " << c.note << "\n";
+        first = false;
+      }
   return os.str();
 }
 
@@ -59,8 +83,9 @@ void write_sweep_csv(const std::string& path, const std::vector<SweepRow>& rows)
   os << "label,checkpoint,train_length,eval_length,ppl,loss_base2,tokens,note\n";
   for (const auto& r : rows)
     for (const auto& c : r.cells)
-      os << r.label << "," << r.path << "," << r.train_length << "," << c.length << "," << fmt(c.ppl, "%.6f") << ","
-         << fmt(c.loss2, "%.6f") << "," << c.tokens << "," << c.note << "\n";
+      os << csv_field(r.label) << "," << csv_field(r.path) << "," << r.train_length << "," << c.length << ","
+         << (std::isnan(c.ppl) ? "" : fmt(c.ppl, "%.6f")) << "," << (std::isnan(c.loss2) ? "" : fmt(c.loss2, "%.6f"))
+         << "," << c.tokens << "," << csv_field(c.note) << "\n";
   write_file(path, os.str());
 }
 
@@ -84,58 +109,79 @@ bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, co
     log_warning("gnuplot not found: no plot written (scripts/setup.sh installs gnuplot-nox)");
     return false;
   }
+  // One data block per row that has at least one value (gnuplot's `index` counts blocks).
   const std::string data_path = prefix + ".dat";
+  std::vector<size_t> plotted;
   {
     std::ofstream d(data_path);
     for (size_t i = 0; i < rows.size(); ++i) {
+      bool any = false;
+      for (const auto& c : rows[i].cells) any = any || !std::isnan(c.ppl);
+      if (!any) continue;
+      plotted.push_back(i);
       d << "# " << rows[i].label << "\n";
       for (const auto& c : rows[i].cells)
         if (!std::isnan(c.ppl)) d << c.length << " " << c.ppl << "\n";
       d << "\n\n";
     }
   }
+  if (plotted.empty()) {
+    log_warning("sweep: no cell has a value: no plot written");
+    std::remove(data_path.c_str());
+    return false;
+  }
   double ymin = INFINITY, ymax = 0;
   for (const auto& r : rows)
     for (const auto& c : r.cells)
       if (!std::isnan(c.ppl)) ymin = std::min(ymin, c.ppl), ymax = std::max(ymax, c.ppl);
   std::ostringstream gp;
-  gp << "set title '" << title << "'\n"
-     << "set xlabel 'evaluation length (tokens)'\nset ylabel 'perplexity'\n"
-     << "set logscale x 2\nset grid\nset key top left\n";
+  gp << "set title " << gp_quote(title) << "\n"
+     << "set xlabel 'evaluation length (tokens, log scale)'\nset ylabel 'perplexity'\n"
+     << "set logscale x 2\nset grid\nset key top left box opaque\n";
   if (ymax > 4 * ymin) gp << "set logscale y\n";
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i].train_length > 0)
-      gp << "set arrow from " << rows[i].train_length << ", graph 0 to " << rows[i].train_length
-         << ", graph 1 nohead dashtype 2 lc rgb 'gray'\n";
-  gp << "plot ";
-  for (size_t i = 0; i < rows.size(); ++i)
-    gp << (i ? ", " : "") << "'" << data_path << "' index " << i << " with linespoints lw 2 pt 7 title '"
-       << rows[i].label << "'";
-  gp << "\n";
-  bool ok = true;
-  for (const auto& [term, ext] : {std::pair<std::string, std::string>{"pngcairo size 900,600", "png"},
-                                  {"svg size 900,600", "svg"}}) {
-    std::string script_path = prefix + "." + ext + ".gp";
-    {
-      std::ofstream s(script_path);
-      s << "set terminal " << term << "\nset output '" << prefix << "." << ext << "'\n" << gp.str();
+  std::vector<int64_t> marked;  // each training length once: a dashed line and its label
+  for (const auto& r : rows)
+    if (r.train_length > 0 && std::find(marked.begin(), marked.end(), r.train_length) == marked.end()) {
+      marked.push_back(r.train_length);
+      gp << "set arrow from " << r.train_length << ", graph 0 to " << r.train_length
+         << ", graph 1 nohead dashtype 2 lw 1.5 lc rgb 'gray40'\n"
+         << "set label 'train L=" << r.train_length << "' at " << r.train_length
+         << ", graph 0.97 left offset 0.5,0 textcolor rgb 'gray40'\n";
     }
-    std::string cmd = "gnuplot '" + script_path + "' 2>/dev/null";
-    if (std::system(cmd.c_str()) != 0) {
-      // pngcairo may be missing from gnuplot-nox: fall back to the plain png terminal.
-      if (ext == "png") {
-        std::ofstream s(script_path);
-        s << "set terminal png size 900,600\nset output '" << prefix << ".png'\n" << gp.str();
-        s.close();
-        if (std::system(cmd.c_str()) == 0) {
-          std::remove(script_path.c_str());
-          continue;
-        }
-      }
-      log_warning("gnuplot failed to write " + prefix + "." + ext);
-      ok = false;
+  gp << "plot ";
+  for (size_t k = 0; k < plotted.size(); ++k)
+    gp << (k ? ", " : "") << gp_quote(data_path) << " index " << k << " with linespoints lw 2 pt 7 title "
+       << gp_quote(rows[plotted[k]].label);
+  gp << "\n";
+  // Each file is drawn into a temporary name and renamed into place, so a failed gnuplot run
+  // leaves no broken image. PNG: pngcairo (antialiased), else libgd's png terminal; both are
+  // in Debian's gnuplot-nox.
+  auto draw = [&](const std::string& terminal, const std::string& out) {
+    const std::string tmp = out + ".tmp", script_path = out + ".gp", log_path = out + ".log";
+    {
+      std::ofstream sc(script_path);
+      sc << "set terminal " << terminal << "\nset output " << gp_quote(tmp) << "\n" << gp.str() << "unset output\n";
+    }
+    const std::string cmd = "gnuplot " + gp_quote(script_path) + " >" + gp_quote(log_path) + " 2>&1";
+    const bool drawn = std::system(cmd.c_str()) == 0 && std::rename(tmp.c_str(), out.c_str()) == 0;
+    if (!drawn) {
+      std::ifstream lg(log_path);
+      std::string why((std::istreambuf_iterator<char>(lg)), std::istreambuf_iterator<char>());
+      log(LogLevel::Debug, "gnuplot (" + terminal + ") failed: " + why);
+      std::remove(tmp.c_str());
     }
     std::remove(script_path.c_str());
+    std::remove(log_path.c_str());
+    return drawn;
+  };
+  bool ok = true;
+  if (!draw("pngcairo size 900,600 font ',11'", prefix + ".png") && !draw("png size 900,600", prefix + ".png")) {
+    log_warning("gnuplot could not write " + prefix + ".png (neither the pngcairo nor the png terminal worked)");
+    ok = false;
+  }
+  if (!draw("svg size 900,600 dynamic", prefix + ".svg")) {
+    log_warning("gnuplot could not write " + prefix + ".svg");
+    ok = false;
   }
   std::remove(data_path.c_str());
   return ok;
