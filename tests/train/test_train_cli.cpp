@@ -86,6 +86,12 @@ TEST_F(TrainCli, ShortRunWritesCheckpointsAndFairseqLogLines) {
   EXPECT_EQ(ck.config.at("decoder_embed_dim"), 16);
   EXPECT_EQ(ck.config.at("optimizer").at("_name"), "adam");
   EXPECT_TRUE(ck.file.find("optimizer.decoder.embed_tokens.weight.exp_avg"));
+  // `stretch info CKPT` describes it.
+  const RunResult info = run_stretch({"info", save + "/checkpoint_last.pt"});
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("\"num_updates\":6"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("\"decoder_embed_dim\":16"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find(" optimizer"), std::string::npos) << info.out;
   // Running again with the same --max-update resumes at 6 and stops at once.
   const RunResult again = run_stretch(with(small_args(*data_, save), {"--save-interval-updates", "3"}));
   ASSERT_EQ(again.exit_code, 0) << again.err;
