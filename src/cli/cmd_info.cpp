@@ -31,8 +31,7 @@ void describe_checkpoint(const std::string& path) {
     (name.rfind("optimizer.", 0) == 0 ? optimizer_values : params) += t.numel();
   std::cout << "checkpoint: " << path << "\n"
             << "model: " << c.model.to_json().dump() << "\n"
-            << "parameters: " << params << "\n"
-            << "optimizer state values: " << optimizer_values << "\n"
+            << "parameters: " << params << ", optimizer state values: " << optimizer_values << "\n"
             << "dictionary hash: " << c.dict_hash << "\n"
             << "train state: " << c.state.to_json().dump() << "\n";
 }

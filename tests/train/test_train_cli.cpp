@@ -86,6 +86,12 @@ TEST_F(TrainCli, ShortRunWritesCheckpointsAndFairseqLogLines) {
   EXPECT_EQ(ck.config.at("decoder_embed_dim"), 16);
   EXPECT_EQ(ck.config.at("optimizer").at("_name"), "adam");
   EXPECT_TRUE(ck.file.find("optimizer.decoder.embed_tokens.weight.exp_avg"));
+  // `stretch info CKPT` describes it.
+  const RunResult info = run_stretch({"info", save + "/checkpoint_last.pt"});
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("\"num_updates\":6"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("\"decoder_embed_dim\":16"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find(" optimizer"), std::string::npos) << info.out;
   // Running again with the same --max-update resumes at 6 and stops at once.
   const RunResult again = run_stretch(with(small_args(*data_, save), {"--save-interval-updates", "3"}));
   ASSERT_EQ(again.exit_code, 0) << again.err;
@@ -101,6 +107,58 @@ TEST_F(TrainCli, KeepIntervalUpdatesPrunesOldIntervalCheckpoints) {
   for (int u = 1; u <= 6; ++u)
     EXPECT_EQ(fs::exists(save + "/checkpoint_1_" + std::to_string(u) + ".pt"), u >= 5) << u;
   EXPECT_FALSE(fs::exists(save + "/checkpoint_best.pt"));  // no validation: no best
+}
+
+TEST_F(TrainCli, EpochCheckpointsRetentionValidationIntervals) {
+  const std::string save = tmp_ / "ck";
+  const RunResult r = run_stretch(with(small_args(*data_, save), {"--max-update", "0", "--max-epoch", "3",
+                                                                  "--keep-last-epochs", "2", "--validate-interval-updates",
+                                                                  "7", "--log-interval", "100"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<int64_t> valid_at, epochs;
+  for (const auto& j : json_lines(r.out)) {
+    if (j.contains("valid_loss")) valid_at.push_back(j.at("valid_num_updates").get<int64_t>());
+    if (j.contains("train_loss")) epochs.push_back(j.at("epoch").get<int64_t>());
+  }
+  EXPECT_EQ(epochs, (std::vector<int64_t>{1, 2, 3}));
+  const CheckpointContents last = read_checkpoint(save + "/checkpoint_last.pt");
+  const int64_t n = last.state.num_updates, per_epoch = n / 3;
+  EXPECT_EQ(n % 3, 0);
+  EXPECT_EQ(last.state.epoch, 4);  // saved after the end of epoch 3: a resume starts epoch 4
+  EXPECT_EQ(last.state.next_batch, 0);
+  // Validation every 7 updates and at each epoch end (fairseq validates each epoch).
+  std::vector<int64_t> expect;
+  for (int64_t u = 1; u <= n; ++u)
+    if (u % 7 == 0 || u % per_epoch == 0) expect.push_back(u);
+  EXPECT_EQ(valid_at, expect);
+  EXPECT_FALSE(fs::exists(save + "/checkpoint1.pt"));  // --keep-last-epochs 2
+  EXPECT_TRUE(fs::exists(save + "/checkpoint2.pt"));
+  EXPECT_TRUE(fs::exists(save + "/checkpoint3.pt"));
+  EXPECT_TRUE(fs::exists(save + "/checkpoint_best.pt"));
+  EXPECT_TRUE(same_bytes(save + "/checkpoint3.pt", save + "/checkpoint_last.pt"));
+  // The best checkpoint holds the lowest validation loss seen.
+  double best = 1e300;
+  for (const auto& j : json_lines(r.out))
+    if (j.contains("valid_loss")) best = std::min(best, j.at("valid_loss").get<double>());
+  EXPECT_EQ(read_checkpoint(save + "/checkpoint_best.pt").state.best_loss, best);
+  // --no-save: the same run writes nothing.
+  const RunResult ns = run_stretch(with(small_args(*data_, tmp_ / "none"), {"--max-epoch", "1", "--no-save"}));
+  EXPECT_EQ(ns.exit_code, 0) << ns.err;
+  EXPECT_FALSE(fs::exists(tmp_ / "none"));
+}
+
+TEST_F(TrainCli, StopMinLrAndPerEpochLrList) {
+  // fixed schedule, --lr 0.1,0.001: epoch 1 at 0.1, epoch 2 would run at 0.001 <= --stop-min-lr.
+  const RunResult r = run_stretch(with(small_args(*data_, tmp_ / "ck"), {"--max-update", "0", "--lr-scheduler", "fixed",
+                                                                         "--lr", "0.1,0.001", "--stop-min-lr", "0.01",
+                                                                         "--disable-validation"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("stopping: learning rate"), std::string::npos) << r.err;
+  for (const auto& j : json_lines(r.out)) {
+    if (j.contains("num_updates")) EXPECT_EQ(j.at("epoch"), 1);
+    if (j.contains("num_updates") && j.at("epoch") == 1) EXPECT_EQ(j.at("lr").get<double>(), 0.1) << j.dump();
+  }
+  EXPECT_EQ(read_checkpoint(tmp_ / "ck/checkpoint_last.pt").state.epoch, 2);
 }
 
 TEST_F(TrainCli, UnknownFlagIsAUsageError) {
