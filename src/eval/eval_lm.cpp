@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "data/eval_windows.h"
 #include "ops/cross_entropy.h"
+#include "tensor/pool.h"
 #include "train/lm_data.h"
 
 namespace stretch::eval {
@@ -88,6 +89,7 @@ void evaluate_windows(models::TransformerLM& model, const data::TokenStream& str
   data::EvalWindows windows(s, wp);
   data::Batch batch;
   ScoredRows scored;
+  std::pair<int64_t, int64_t> last_shape{0, 0};  // (rows, width) of the previous pass
   while (windows.next(batch)) {
     const int64_t B = batch.rows(), W = batch.width();
     // Rows are right-padded to (longest block) + c even while the context is still filling
@@ -100,13 +102,23 @@ void evaluate_windows(models::TransformerLM& model, const data::TokenStream& str
       for (int64_t b = 0; b < B; ++b) std::copy_n(batch.src.i32() + b * W, used, src.i32() + b * used);
     }
     const int64_t Wf = src.dim(1);
-    Tensor hidden = model.features(src, {}).value();  // [B, Wf, C]
+    // The tensor pool keeps freed buffers per exact size class; while the context fills, each
+    // pass has a new width, and cached buffers of every old shape would add up (1.4 GB instead
+    // of 0.3 GB at L 512, stride 1). Hand them back when the shape changes.
+    if (B != last_shape.first || Wf != last_shape.second) pool_release_cached();
+    last_shape = {B, Wf};
+    // Only positions from the earliest start on are scored: the last block computes just those
+    // (keys/values of all), which spares most of a layer when the stride is small.
+    int64_t first = Wf;
+    for (int64_t b = 0; b < B; ++b) first = std::min<int64_t>(first, batch.starts[b]);
+    const int64_t n = Wf - first;
+    Tensor hidden = model.features(src, {.last_block_queries = n}).value();  // [B, n, C]
     scored.clear();
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = batch.starts[b]; t < Wf; ++t) {
         const int32_t y = batch.tgt.i32()[b * W + t];
         if (y == o.pad) continue;
-        scored.row.push_back(b * Wf + t);
+        scored.row.push_back(b * n + t - first);
         scored.target.push_back(y);
         scored.offset.push_back(batch.offsets[b] + (t - batch.starts[b]));
       }
@@ -153,6 +165,7 @@ void evaluate_kv_cache(models::TransformerLM& model, const data::TokenStream& st
           std::copy_n(t->f32() + (bh * S + S - memory) * D, memory * D, kept.f32() + bh * memory * D);
         *t = kept;
       }
+    pool_release_cached();  // the cache grows each segment: buffers of old sizes are not reused
   }
   r.max_rows = 1;
 }

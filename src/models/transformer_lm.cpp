@@ -5,6 +5,7 @@
 
 #include "autograd/attention.h"
 #include "autograd/functions.h"
+#include "autograd/tape.h"
 #include "position/positions.h"
 
 namespace stretch::models {
@@ -129,13 +130,28 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
   Var x = embedding(src, embed_tokens_, embed_scale);
   x = add_positions(x, src, pos_offset);
   x = dropout(x, {.p = train ? c.dropout : 0.f, .seed = opt.seed, .stream = dropout_stream(opt, -1, 0)});
-  for (size_t l = 0; l < layers_.size(); ++l) x = block(layers_[l], static_cast<int64_t>(l), x, key_padding, opt);
+  const int64_t T = src.dim(1);
+  STRETCH_CHECK(opt.last_block_queries == 0 || (!autograd::grad_enabled() && !opt.cache),
+                "last_block_queries is for evaluation without grad or cache");
+  const int64_t last_queries = opt.last_block_queries > 0 ? std::min(opt.last_block_queries, T) : T;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    x = block(layers_[l], static_cast<int64_t>(l), x, key_padding, opt, l + 1 == layers_.size() ? last_queries : T);
   if (final_ln_w_.defined()) x = layer_norm(x, final_ln_w_, final_ln_b_);
   if (opt.cache) opt.cache->length += src.dim(1);
   return x;
 }
 
 namespace {
+// The last n positions of x [B, T, C]: [B, n, C] (evaluation without grad only).
+Var last_positions(const Var& x, int64_t n) {
+  const Tensor& v = x.value();
+  const int64_t B = v.dim(0), T = v.dim(1), C = v.dim(2);
+  if (n == T) return x;
+  Tensor out = Tensor::empty({B, n, C});
+  for (int64_t b = 0; b < B; ++b) std::copy_n(v.f32() + (b * T + T - n) * C, n * C, out.f32() + b * n * C);
+  return Var(out);
+}
+
 // Appends x [B, H, T, D] to the cached [B, H, S, D] along the time axis: [B, H, S+T, D].
 Tensor append_time(const Tensor& cached, const Tensor& x) {
   if (!cached.defined()) return x.clone();
@@ -151,16 +167,16 @@ Tensor append_time(const Tensor& cached, const Tensor& x) {
 
 Var TransformerLM::output(const Var& hidden) { return linear(hidden, output_projection_, Var()); }
 
-Var TransformerLM::self_attention(const Layer& L, int64_t index, const Var& x, const Tensor& key_padding,
-                                  const ForwardOptions& opt) {
+Var TransformerLM::self_attention(const Layer& L, int64_t index, const Var& xq, const Var& xkv,
+                                  const Tensor& key_padding, const ForwardOptions& opt) {
   const auto& c = config_;
   const int64_t H = c.decoder_attention_heads;
-  Var q = split_heads(linear(x, L.q_w, L.q_b), H);  // [B, H, T, D]
-  Var k = split_heads(linear(x, L.k_w, L.k_b), H);
-  Var v = split_heads(linear(x, L.v_w, L.v_b), H);
+  Var q = split_heads(linear(xq, L.q_w, L.q_b), H);  // [B, H, Tq, D]
+  Var k = split_heads(linear(xkv, L.k_w, L.k_b), H);  // [B, H, T, D]
+  Var v = split_heads(linear(xkv, L.v_w, L.v_b), H);
   const int64_t pos0 = opt.cache ? opt.cache->length : 0;
   if (c.pos == PosMethod::Rope) {
-    q = rope(q, pos0, c.rope_base);
+    q = rope(q, pos0 + xkv.shape()[1] - xq.shape()[1], c.rope_base);
     k = rope(k, pos0, c.rope_base);
   }
   if (opt.cache) {  // keys/values of the whole prefix; the kernel places query i at key S−T+i
@@ -186,15 +202,16 @@ Var TransformerLM::self_attention(const Layer& L, int64_t index, const Var& x, c
 }
 
 Var TransformerLM::block(const Layer& L, int64_t index, const Var& x_in, const Tensor& key_padding,
-                         const ForwardOptions& opt) {
+                         const ForwardOptions& opt, int64_t queries) {
   const auto& c = config_;
   const bool train = opt.mode == Mode::Train;
   const bool pre = c.decoder_normalize_before;
   ops::DropoutParams drop{.p = train ? c.dropout : 0.f, .seed = opt.seed};
   Var x = x_in;
 
-  Var h = pre ? layer_norm(x, L.attn_ln_w, L.attn_ln_b) : x;
-  h = self_attention(L, index, h, key_padding, opt);
+  Var h = pre ? layer_norm(x, L.attn_ln_w, L.attn_ln_b) : x;  // [B, T, C]
+  h = self_attention(L, index, last_positions(h, queries), h, key_padding, opt);  // [B, queries, C]
+  x = last_positions(x, queries);
   drop.stream = dropout_stream(opt, index, 2);
   x = add(x, dropout(h, drop));
   if (!pre) x = layer_norm(x, L.attn_ln_w, L.attn_ln_b);

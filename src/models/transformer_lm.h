@@ -30,6 +30,10 @@ struct ForwardOptions {
   uint64_t step = 0;     // update number: dropout masks differ per step
   uint64_t micro = 0;    // micro-batch index within the update (--update-freq)
   KvCache* cache = nullptr;  // incremental decoding: src continues the cached prefix (eval only)
+  // Evaluation without grad: the last block computes its query, attention output and FFN only
+  // for the last n positions of each row (keys/values for all), so features() returns
+  // [B, n, C] — what a scorer needs when only those positions are scored. 0: all positions.
+  int64_t last_block_queries = 0;
 };
 
 class TransformerLM {
@@ -54,8 +58,11 @@ class TransformerLM {
     Var q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
     Var attn_ln_w, attn_ln_b, fc1_w, fc1_b, fc2_w, fc2_b, ffn_ln_w, ffn_ln_b;
   };
-  Var block(const Layer& layer, int64_t index, const Var& x, const Tensor& key_padding, const ForwardOptions& opt);
-  Var self_attention(const Layer& layer, int64_t index, const Var& x, const Tensor& key_padding,
+  // queries: positions (the last ones of each row) the block outputs; x's T for all.
+  Var block(const Layer& layer, int64_t index, const Var& x, const Tensor& key_padding, const ForwardOptions& opt,
+            int64_t queries);
+  // xq [B, Tq, C] are the last Tq positions of xkv [B, T, C].
+  Var self_attention(const Layer& layer, int64_t index, const Var& xq, const Var& xkv, const Tensor& key_padding,
                      const ForwardOptions& opt);
   Var add_positions(const Var& x, const Tensor& src, int64_t pos_offset);
   uint64_t dropout_stream(const ForwardOptions& opt, int64_t layer, int site) const;

@@ -21,6 +21,7 @@ namespace stretch::eval::testing {
 
 using data::testing::run_stretch;
 using data::testing::TempDir;
+using data::testing::read_file;
 using data::testing::write_file;
 
 // 2 layers, C 32, 4 heads, F 64, no dropout; trained length 8, learned table 16.
