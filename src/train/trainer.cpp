@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <system_error>
@@ -361,7 +362,14 @@ int run_training(TrainConfig c) {
         if (state.next_batch < nb) stop = validate_and_save(/*end_of_epoch=*/false);
         test_hooks::maybe_stall(state.num_updates);
       }
-      if (const int sig = stop_signal()) {
+      // Every rank stops at the same update (a signal may reach only some of them).
+      int sig = stop_signal();
+      if (world.size() > 1) {
+        double s = sig;
+        world.allreduce_sum(&s, 1);
+        sig = s > 0 ? (sig != 0 ? sig : SIGTERM) : 0;
+      }
+      if (sig != 0) {
         log_warning("received signal " + std::to_string(sig) + ": saving checkpoint_last.pt and stopping");
         save({"checkpoint_last.pt"});
         exit_code = 128 + sig;

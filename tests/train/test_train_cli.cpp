@@ -255,7 +255,7 @@ TEST_F(TrainCli, TruncatedCheckpoint) {
   EXPECT_NE(r.err.find("hint:"), std::string::npos) << r.err;
   EXPECT_EQ(fs::file_size(save + "/checkpoint_last.pt"), full.size() / 2);  // left for the user to inspect
   // Not a safetensors file at all (e.g. a fairseq pickle).
-  write_file(save + "/checkpoint_last.pt", std::string("\x80\x02}q\x00(X\x05\x00\x00\x00model", 18));
+  write_file(save + "/checkpoint_last.pt", std::string("\x80\x02}q\x00(X\x05\x00\x00\x00model", 16));
   const RunResult p = run_stretch(with(small_args(*data_, save), {"--max-update", "2"}));
   EXPECT_EQ(p.exit_code, 1);
   EXPECT_NE(p.err.find(save + "/checkpoint_last.pt"), std::string::npos) << p.err;
