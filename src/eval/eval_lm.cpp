@@ -140,6 +140,7 @@ void evaluate_kv_cache(models::TransformerLM& model, const data::TokenStream& st
   const int64_t N = stream.total_tokens();
   models::KvCache cache;
   ScoredRows scored;
+  int64_t last_keys = -1;  // cached keys after the previous segment
   for (int64_t start = 0; start < N; start += L) {
     const int64_t n = std::min(L, N - start);
     Tensor src = Tensor::empty({1, n}, DType::I32);
@@ -165,7 +166,11 @@ void evaluate_kv_cache(models::TransformerLM& model, const data::TokenStream& st
           std::copy_n(t->f32() + (bh * S + S - memory) * D, memory * D, kept.f32() + bh * memory * D);
         *t = kept;
       }
-    pool_release_cached();  // the cache grows each segment: buffers of old sizes are not reused
+    // While the cache grows, every segment has new shapes and the pool's cached buffers of old
+    // sizes would never be reused: hand them back (in the steady state the shapes repeat).
+    const int64_t keys = cache.k.empty() ? 0 : cache.k[0].dim(2);
+    if (keys != last_keys || n != L) pool_release_cached();
+    last_keys = keys;
   }
   r.max_rows = 1;
 }

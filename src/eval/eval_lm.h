@@ -32,7 +32,7 @@ namespace stretch::eval {
 
 enum class EvalProtocol : uint8_t { Windows, KvCache };
 
-constexpr int64_t kForwardTokens = 8192;           // most input tokens per forward pass
+constexpr int64_t kForwardTokens = 4096;           // most input tokens per forward pass
 constexpr int64_t kScoreChunkBytes = 32ll << 20;   // logits computed at once while scoring
 
 struct EvalOptions {

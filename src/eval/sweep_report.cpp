@@ -137,7 +137,7 @@ bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, co
   std::ostringstream gp;
   gp << "set title " << gp_quote(title) << "\n"
      << "set xlabel 'evaluation length (tokens, log scale)'\nset ylabel 'perplexity'\n"
-     << "set logscale x 2\nset grid\nset key top left box opaque\n";
+     << "set logscale x 2\nset grid\nset key below box\nset bmargin 6\n";
   if (ymax > 4 * ymin) gp << "set logscale y\n";
   std::vector<int64_t> marked;  // each training length once: a dashed line and its label
   for (const auto& r : rows)
@@ -146,7 +146,7 @@ bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, co
       gp << "set arrow from " << r.train_length << ", graph 0 to " << r.train_length
          << ", graph 1 nohead dashtype 2 lw 1.5 lc rgb 'gray40'\n"
          << "set label 'train L=" << r.train_length << "' at " << r.train_length
-         << ", graph 0.97 left offset 0.5,0 textcolor rgb 'gray40'\n";
+         << ", graph 0.04 left offset 0.5,0 textcolor rgb 'gray40'\n";
     }
   gp << "plot ";
   for (size_t k = 0; k < plotted.size(); ++k)
