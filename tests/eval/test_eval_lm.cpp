@@ -168,7 +168,7 @@ TEST(EvalLm, WordProbsDumpScoresEachTokenOnce) {
   std::getline(f, header);
   EXPECT_EQ(header, "offset\ttarget\tnll_nats");
   std::vector<int> seen(stream.size(), 0);
-  double sum = 0;
+  std::vector<double> nlls;
   int64_t offset;
   int32_t target;
   double nll;
@@ -177,11 +177,18 @@ TEST(EvalLm, WordProbsDumpScoresEachTokenOnce) {
     ASSERT_LT(offset, 37);
     EXPECT_EQ(target, stream[static_cast<size_t>(offset)]) << "offset " << offset;
     ++seen[static_cast<size_t>(offset)];
-    sum += nll;
+    nlls.push_back(nll);
   }
   for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << "offset " << i;
-  // The dump prints 9 significant digits.
+  // The dump prints 9 significant digits. The standard error of the mean NLL (bits) is the
+  // sample standard deviation over sqrt(count), computed here two-pass from the dump.
+  const double n = static_cast<double>(nlls.size()), ln2 = std::log(2.0);
+  double sum = 0, ss = 0;
+  for (double x : nlls) sum += x;
+  for (double x : nlls) ss += (x - sum / n) * (x - sum / n);
   expect_close(sum, r.nll_sum, 1e-7, "dump sum");
+  expect_close(r.loss2, sum / n / ln2, 1e-7, "loss");
+  expect_close(r.stderr2, std::sqrt(ss / (n - 1) / n) / ln2, 1e-5, "standard error");
 }
 
 TEST(EvalLm, BadOptionsAreUsageErrors) {
