@@ -1,6 +1,7 @@
 // tools/parity_dump.cpp — writes what the PyTorch oracle (tests/parity) checks stretch against:
 // a checkpoint of a freshly initialised model and a dump with one batch's src_tokens, target,
-// logits [B, T, V], summed NLL loss [1] and every parameter's gradient ("grad.<name>").
+// logits [B, T, V], summed NLL loss [1] and every parameter's gradient ("grad.<name>"), through
+// the same calls as a training step (cross_entropy with LogitsBuffer::ReuseForGradient).
 // Usage: stretch_parity_dump --model-json '{"pos":"alibi",...}' --batch 2 --len 16
 //          --pad 3 --seed 1 --checkpoint ckpt.pt --dump dump.safetensors
 #include <CLI/CLI.hpp>
@@ -47,10 +48,12 @@ int main(int argc, char** argv) {
       tgt.i32()[(batch - 1) * len + t] = cfg.padding_idx;
     }
     autograd::Var logits = model.forward(src, {.mode = models::Mode::Train, .seed = seed});
-    autograd::Var loss = autograd::cross_entropy(logits, tgt, cfg.padding_idx, ops::Reduction::Sum);
+    const Tensor logits_copy = logits.value().clone();  // the training path below overwrites them
+    autograd::Var loss = autograd::cross_entropy(logits, tgt, cfg.padding_idx, ops::Reduction::Sum, nullptr,
+                                                 autograd::LogitsBuffer::ReuseForGradient);
     autograd::tape().backward(loss);
     std::vector<std::pair<std::string, Tensor>> out = {
-        {"src_tokens", src}, {"target", tgt}, {"logits", logits.value()}, {"loss", loss.value()}};
+        {"src_tokens", src}, {"target", tgt}, {"logits", logits_copy}, {"loss", loss.value()}};
     for (const auto& [name, var] : model.params().items()) out.emplace_back("grad." + name, var.grad());
     save_safetensors(dump, out, {{"config", cfg.to_json().dump()}});
     std::cout << "loss " << loss.value().f32()[0] << "\n";

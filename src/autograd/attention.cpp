@@ -1,5 +1,6 @@
 #include "autograd/attention.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -58,13 +59,32 @@ Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& i
     tape().push([q, k, v, table, out, lse, p, key_padding] {
       ops::AttentionGrads extra;
       if (p.bias == ops::BiasPolicy::T5 && table.requires_grad()) extra.dt5_table = table.grad_data();
-      // The kernel writes every gradient it is given; scratch for inputs that need none.
-      Tensor scratch_q, scratch_kv;
-      float* dq = q.requires_grad() ? q.grad_data() : (scratch_q = Tensor::zeros(q.shape())).f32();
-      float* dk = k.requires_grad() ? k.grad_data() : (scratch_kv = Tensor::zeros(k.shape())).f32();
-      Tensor scratch_v;
-      float* dv = v.requires_grad() ? v.grad_data() : (scratch_v = Tensor::zeros(v.shape())).f32();
-      ops::attention_backward(dq, dk, dv, extra, out.grad_data(), q.data(), k.data(), v.data(), out.data(), lse.f32(), p);
+      // The kernel writes every gradient it is given: scratch for inputs that need none. Fresh
+      // gradient buffers are overwritten (no zero-fill) when all three are fresh; otherwise the
+      // fresh ones are zeroed and the kernel accumulates.
+      Tensor scratch[3];
+      float* grads[3];
+      ops::GradInit inits[3];
+      const Var* in[3] = {&q, &k, &v};
+      for (int i = 0; i < 3; ++i) {
+        if (in[i]->requires_grad()) {
+          grads[i] = in[i]->grad_for(inits[i]);
+        } else {
+          scratch[i] = Tensor::empty(in[i]->shape());
+          grads[i] = scratch[i].f32();
+          inits[i] = ops::GradInit::Overwrite;
+        }
+      }
+      ops::GradInit init = ops::GradInit::Overwrite;
+      if (inits[0] != inits[1] || inits[1] != inits[2]) {
+        for (int i = 0; i < 3; ++i)
+          if (inits[i] == ops::GradInit::Overwrite) std::fill(grads[i], grads[i] + in[i]->numel(), 0.f);
+        init = ops::GradInit::Accumulate;
+      } else {
+        init = inits[0];
+      }
+      ops::attention_backward(grads[0], grads[1], grads[2], extra, out.grad_data(), q.data(), k.data(), v.data(),
+                              out.data(), lse.f32(), p, init);
       out.release_grad();
     });
   }

@@ -23,6 +23,52 @@ std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t c
   return {c0, c1, c2, c3};
 }
 
+void philox4x32_blocks(uint64_t key, uint64_t counter_hi, uint64_t counter_lo0, int64_t n, uint32_t* out) {
+  constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
+  constexpr uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+  constexpr int kLanes = 16;
+  const uint32_t c2_init = static_cast<uint32_t>(counter_hi), c3_init = static_cast<uint32_t>(counter_hi >> 32);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    alignas(64) uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) {
+      const uint64_t ctr = counter_lo0 + static_cast<uint64_t>(i + l);
+      c0[l] = static_cast<uint32_t>(ctr);
+      c1[l] = static_cast<uint32_t>(ctr >> 32);
+      c2[l] = c2_init;
+      c3[l] = c3_init;
+    }
+    uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+    for (int round = 0; round < 10; ++round) {
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) {
+        const uint64_t p0 = static_cast<uint64_t>(M0) * c0[l];
+        const uint64_t p1 = static_cast<uint64_t>(M1) * c2[l];
+        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
+        const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
+        c1[l] = static_cast<uint32_t>(p1);
+        c3[l] = static_cast<uint32_t>(p0);
+        c0[l] = n0;
+        c2[l] = n2;
+      }
+      k0 += W0;
+      k1 += W1;
+    }
+    uint32_t* o = out + i * 4;
+    for (int l = 0; l < kLanes; ++l) {
+      o[4 * l + 0] = c0[l];
+      o[4 * l + 1] = c1[l];
+      o[4 * l + 2] = c2[l];
+      o[4 * l + 3] = c3[l];
+    }
+  }
+  for (; i < n; ++i) {
+    const auto r = philox4x32(key, counter_hi, counter_lo0 + static_cast<uint64_t>(i));
+    for (int j = 0; j < 4; ++j) out[i * 4 + j] = r[j];
+  }
+}
+
 uint32_t Rng::next_u32() {
   uint64_t block = offset_ >> 2;
   auto r = philox4x32(seed_, stream_, block);

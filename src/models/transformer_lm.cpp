@@ -196,15 +196,16 @@ Var TransformerLM::block(const Layer& L, int64_t index, const Var& x_in, const T
   Var h = pre ? layer_norm(x, L.attn_ln_w, L.attn_ln_b) : x;
   h = self_attention(L, index, h, key_padding, opt);
   drop.stream = dropout_stream(opt, index, 2);
-  x = add(x, dropout(h, drop));
+  x = dropout_add(x, h, drop);  // x + dropout(h)
   if (!pre) x = layer_norm(x, L.attn_ln_w, L.attn_ln_b);
 
   h = pre ? layer_norm(x, L.ffn_ln_w, L.ffn_ln_b) : x;
-  h = activation(linear(h, L.fc1_w, L.fc1_b), c.activation_fn);
+  h = c.activation_fn == ops::Activation::Relu ? linear(h, L.fc1_w, L.fc1_b, ops::LinearEpilogue::Relu)
+                                               : activation(linear(h, L.fc1_w, L.fc1_b), c.activation_fn);
   h = dropout(h, {.p = train ? c.activation_dropout : 0.f, .seed = opt.seed, .stream = dropout_stream(opt, index, 3)});
   h = linear(h, L.fc2_w, L.fc2_b);
   drop.stream = dropout_stream(opt, index, 4);
-  x = add(x, dropout(h, drop));
+  x = dropout_add(x, h, drop);
   if (!pre) x = layer_norm(x, L.ffn_ln_w, L.ffn_ln_b);
   return x;
 }

@@ -50,6 +50,7 @@
 #include <cstdint>
 
 #include "ops/dropout.h"
+#include "ops/grad_init.h"
 
 namespace stretch::ops {
 
@@ -103,9 +104,11 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
                        const AttentionParams& p);
 // dq [B, H, T, D] +=, dk/dv [B, H, S, D] +=, extra (see AttentionGrads) +=;
 // dout/out [B, H, T, D], lse [B, H, T] from attention_forward with the same p.
+// init = Overwrite: dq, dk, dv are written (=), every element (the bias gradients still +=).
 void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& extra,
                         const float* dout, const float* q, const float* k, const float* v,
-                        const float* out, const float* lse, const AttentionParams& p);
+                        const float* out, const float* lse, const AttentionParams& p,
+                        GradInit init = GradInit::Accumulate);
 
 namespace ref {
 // The oracle: naive loops over an explicit [T, S] score matrix and [T, S] bias matrix per

@@ -147,9 +147,7 @@ inline void mask_row(float* s, int nk, const Geo& g, int64_t b, int64_t pos, int
 
 // Dropout factor Z for (b, h, i, j0 + jj), jj < nk: keep / (1 − p) or 0.
 inline void dropout_row(float* z, int nk, const Geo& g, int64_t bh, int64_t i, int64_t j0) {
-  const float inv = 1.f / (1.f - g.dropout.p);
-  const int64_t base = (bh * g.T + i) * g.S + j0;
-  for (int jj = 0; jj < nk; ++jj) z[jj] = dropout_keep(g.dropout, base + jj) ? inv : 0.f;
+  dropout_factors(g.dropout, (bh * g.T + i) * g.S + j0, nk, z);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,7 +274,7 @@ struct BwdScratch {
 template <class Eval>
 void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, int64_t bh, float* dq, float* dk,
                    float* dv, const float* dout, const float* q, const float* k, const float* lse,
-                   const float* delta, const float* kt_pack, const float* vt_pack, BwdScratch& w) {
+                   const float* delta, const float* kt_pack, const float* vt_pack, bool overwrite, BwdScratch& w) {
   const int64_t b = bh / g.H, h = bh % g.H, D = g.D, T = g.T;
   const float* Q = q + bh * T * D;
   const float* dO = dout + bh * T * D;
@@ -288,6 +286,7 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
   const Eval ev(bs, h);
   const float inf = std::numeric_limits<float>::infinity();
   attn::bias_grad_reset(bs, w.grad);
+  if (overwrite) std::fill(dQ, dQ + T * D, 0.f);  // dQ accumulates over key tiles below
 
   for (int64_t kt = 0; kt < g.n_kt; ++kt) {
     const int64_t j0 = kt * kBk;
@@ -299,7 +298,15 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
       if (!g.causal) i_lo = std::max<int64_t>(0, j0 - g.W + 1 - g.off);
       i_hi = std::min<int64_t>(T, j0 + nk + g.W - 1 - g.off);
     }
-    if (i_lo >= i_hi) continue;
+    float* dK = dk + (bh * g.S + j0) * D;
+    float* dV = dv + (bh * g.S + j0) * D;
+    if (i_lo >= i_hi) {  // no query sees these keys
+      if (overwrite) {
+        std::fill(dK, dK + nk * D, 0.f);
+        std::fill(dV, dV + nk * D, 0.f);
+      }
+      continue;
+    }
     std::fill(w.dk, w.dk + nk * D, 0.f);
     std::fill(w.dv, w.dv + nk * D, 0.f);
     for (int64_t qt = i_lo / kBq; qt * kBq < i_hi; ++qt) {
@@ -341,12 +348,15 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
       tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * D, D, dQ + i0 * D,
                                                  D);
     }
-    float* dK = dk + (bh * g.S + j0) * D;
-    float* dV = dv + (bh * g.S + j0) * D;
+    if (overwrite) {
+      std::copy(w.dk, w.dk + nk * D, dK);
+      std::copy(w.dv, w.dv + nk * D, dV);
+    } else {
 #pragma omp simd
-    for (int64_t x = 0; x < nk * D; ++x) {
-      dK[x] += w.dk[x];
-      dV[x] += w.dv[x];
+      for (int64_t x = 0; x < nk * D; ++x) {
+        dK[x] += w.dk[x];
+        dV[x] += w.dv[x];
+      }
     }
   }
 }
@@ -354,7 +364,7 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
 template <class Eval>
 void backward_run(const Geo& g, const BiasSetup& bs, const AttentionParams& p, const AttentionGrads& extra,
                   float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                  const float* v, const float* out, const float* lse) {
+                  const float* v, const float* out, const float* lse, bool overwrite) {
   const int64_t BH = g.B * g.H, D = g.D, T = g.T;
   PoolArray<float> delta(static_cast<size_t>(BH * T));
 #pragma omp parallel for schedule(static)
@@ -386,7 +396,7 @@ void backward_run(const Geo& g, const BiasSetup& bs, const AttentionParams& p, c
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < BH; ++bh) {
       backward_head<Eval>(g, bs, pad_tile.data(), bh, dq, dk, dv, dout, q, k, lse, delta.data(), kt_pack.data(),
-                          vt_pack.data(), w);
+                          vt_pack.data(), overwrite, w);
       if (bs.n_params > 0) attn::bias_reduce_grad(bs, p, bh % g.H, w.grad, partial.data() + bh * bs.n_params);
     }
   }
@@ -415,18 +425,19 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 
 void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& extra, const float* dout,
                         const float* q, const float* k, const float* v, const float* out, const float* lse,
-                        const AttentionParams& p) {
+                        const AttentionParams& p, GradInit init) {
   const Geo g = make_geo(p);
+  const bool ow = init == GradInit::Overwrite;
   const BiasSetup bs = attn::bias_setup(p, wants_grad(p, extra));
   switch (bs.eval) {
     case BiasEval::None:
-      return backward_run<attn::EvalNone>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+      return backward_run<attn::EvalNone>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
     case BiasEval::Linear:
-      return backward_run<attn::EvalLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+      return backward_run<attn::EvalLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
     case BiasEval::SymLinear:
-      return backward_run<attn::EvalSymLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+      return backward_run<attn::EvalSymLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
     case BiasEval::Table:
-      return backward_run<attn::EvalTable>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+      return backward_run<attn::EvalTable>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
   }
 }
 

@@ -16,7 +16,8 @@ void check_dims(const LinearDims& d) {
 }
 }  // namespace
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d) {
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d,
+                    LinearEpilogue epi) {
   check_dims(d);
   const int64_t N = d.n, I = d.in_features, O = d.out_features;
   if (N == 0 || O == 0) return;
@@ -33,15 +34,21 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
   // out [N, O] (+)= inp [N, I] · weight [O, I]ᵀ
   gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::Yes, .m = N, .n = O, .k = I, .alpha = 1.f, .beta = beta},
        inp, weight, out);
+  if (epi == LinearEpilogue::Relu) {
+    const int64_t n = N * O;
+#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) out[i] = out[i] > 0.f ? out[i] : 0.f;
+  }
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, const LinearDims& d) {
+                     const float* weight, const LinearDims& d, GradInit dinp_init) {
   check_dims(d);
   const int64_t N = d.n, I = d.in_features, O = d.out_features;
   if (dinp && N > 0 && I > 0) {
-    // dinp [N, I] += dout [N, O] · weight [O, I]
-    gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::No, .m = N, .n = I, .k = O, .alpha = 1.f, .beta = 1.f},
+    // dinp [N, I] (+)= dout [N, O] · weight [O, I]   (beta 0 overwrites; O = 0 then writes zeros)
+    const float beta = dinp_init == GradInit::Accumulate ? 1.f : 0.f;
+    gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::No, .m = N, .n = I, .k = O, .alpha = 1.f, .beta = beta},
          dout, weight, dinp);
   }
   if (dweight && O > 0 && I > 0) {

@@ -218,7 +218,8 @@ int run_training(TrainConfig c) {
                                            .seed = c.seed,
                                            .step = static_cast<uint64_t>(state.num_updates),
                                            .micro = static_cast<uint64_t>(i - first)});
-        Var loss = autograd::cross_entropy(logits, b.tgt, data.pad, ops::Reduction::Sum);
+        Var loss = autograd::cross_entropy(logits, b.tgt, data.pad, ops::Reduction::Sum, nullptr,
+                                           autograd::LogitsBuffer::ReuseForGradient);
         autograd::tape().backward(loss);
         group[0] += loss.value().f32()[0];
         group[1] += static_cast<double>(b.ntokens);

@@ -161,6 +161,26 @@ TEST_P(AttentionCase, FastMatchesReference) {
     for (float e : *x) ASSERT_TRUE(std::isfinite(e)) << "non-finite value";
 }
 
+// GradInit::Overwrite into NaN-filled buffers must give exactly what accumulating into zeros gives
+// (0 + x == x), and no NaN may survive: every element of dq, dk, dv is written, including keys
+// no query sees (S > T prefixes, windows, padding) and rows with no visible key.
+TEST_P(AttentionCase, OverwriteEqualsAccumulateIntoZeros) {
+  const Problem pb(GetParam());
+  const AttentionParams p = pb.params();
+  const size_t nq = pb.n_q(), nkv = pb.n_kv(), nr = pb.n_rows();
+  std::vector<float> out(nq), lse(nr);
+  attention_forward(out.data(), lse.data(), pb.q.data(), pb.k.data(), pb.v.data(), p);
+  std::vector<float> dq(nq, 0.f), dk(nkv, 0.f), dv(nkv, 0.f);
+  std::vector<float> dq_w(nq, NAN), dk_w(nkv, NAN), dv_w(nkv, NAN);
+  attention_backward(dq.data(), dk.data(), dv.data(), {}, pb.dout.data(), pb.q.data(), pb.k.data(), pb.v.data(),
+                     out.data(), lse.data(), p);
+  attention_backward(dq_w.data(), dk_w.data(), dv_w.data(), {}, pb.dout.data(), pb.q.data(), pb.k.data(),
+                     pb.v.data(), out.data(), lse.data(), p, GradInit::Overwrite);
+  for (size_t i = 0; i < nq; ++i) ASSERT_EQ(dq_w[i], dq[i]) << "dq " << i;
+  for (size_t i = 0; i < nkv; ++i) ASSERT_EQ(dk_w[i], dk[i]) << "dk " << i;
+  for (size_t i = 0; i < nkv; ++i) ASSERT_EQ(dv_w[i], dv[i]) << "dv " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Registry, AttentionCase, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<AttnCase>& i) { return i.param.name; });
 
