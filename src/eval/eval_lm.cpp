@@ -1,5 +1,6 @@
 #include "eval/eval_lm.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,18 +39,29 @@ struct NllStats {
   }
 };
 
+// Logit rows per output-layer chunk: about 64 MiB of logits ([rows, V] floats) at a time, so a
+// long window never holds its whole [N, V] logit matrix (1 GiB at N = 8192, V = 33,280).
+constexpr int64_t kChunkLogitFloats = int64_t{1} << 24;
+
 // Scores rows of `hidden` [N, C] against targets [N]: output projection + log-softmax at
-// those rows only.
+// those rows only, in chunks of rows.
 void score_rows(models::TransformerLM& model, const Tensor& hidden, const std::vector<int32_t>& targets,
                 const std::vector<int64_t>& offsets, NllStats& stats) {
   const int64_t n = static_cast<int64_t>(targets.size());
   if (n == 0) return;
-  Tensor logits = model.output(autograd::Var(hidden)).value();  // [N, V]
+  const int64_t C = hidden.shape()[-1], V = model.config().vocab_size;
+  const int64_t chunk = std::max<int64_t>(1, std::min(n, kChunkLogitFloats / std::max<int64_t>(V, 1)));
   Tensor tgt = Tensor::empty({n}, DType::I32);
   std::copy(targets.begin(), targets.end(), tgt.i32());
   Tensor losses = Tensor::empty({n}), lse = Tensor::empty({n});
-  ops::cross_entropy_forward(losses.f32(), lse.f32(), logits.f32(), tgt.i32(),
-                             {.n = n, .v = model.config().vocab_size, .ignore_index = -1000000});
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int64_t m = std::min(chunk, n - r0);
+    Tensor rows = Tensor::empty({m, C});  // a copy keeps Var/Tensor views contiguous and owned
+    std::copy_n(hidden.f32() + r0 * C, m * C, rows.f32());
+    Tensor logits = model.output(autograd::Var(rows)).value();  // [m, V]
+    ops::cross_entropy_forward(losses.f32() + r0, lse.f32() + r0, logits.f32(), tgt.i32() + r0,
+                               {.n = m, .v = V, .ignore_index = -1000000});
+  }
   for (int64_t i = 0; i < n; ++i) stats.add(losses.f32()[i], offsets[i], targets[i]);
 }
 
