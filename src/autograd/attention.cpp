@@ -25,16 +25,15 @@ const float* cached_slopes(int heads) {
 
 }  // namespace
 
-Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& in) {
-  const Shape& qs = q.shape();
-  const Shape& ks = k.shape();
-  STRETCH_CHECK(qs.rank() == 4 && ks.rank() == 4 && ks == v.shape(), "attention: q " << qs.str() << " k " << ks.str());
+namespace {
+
+ops::AttentionParams make_params(int64_t B, int64_t H, int64_t T, int64_t S, int64_t D, const AttentionInputs& in) {
   ops::AttentionParams p;
-  p.b = qs[0];
-  p.h = qs[1];
-  p.t = qs[2];
-  p.d = qs[3];
-  p.s = ks[2];
+  p.b = B;
+  p.h = H;
+  p.t = T;
+  p.d = D;
+  p.s = S;
   p.scale = in.scale;
   p.window = in.window;
   if (in.bias == ScoreBias::Alibi) {
@@ -49,6 +48,16 @@ Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& i
   }
   if (in.key_padding.defined()) p.key_padding = in.key_padding.u8();
   p.dropout = {.p = in.dropout, .seed = in.seed, .stream = in.stream};
+  return p;
+}
+
+}  // namespace
+
+Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& in) {
+  const Shape& qs = q.shape();
+  const Shape& ks = k.shape();
+  STRETCH_CHECK(qs.rank() == 4 && ks.rank() == 4 && ks == v.shape(), "attention: q " << qs.str() << " k " << ks.str());
+  const ops::AttentionParams p = make_params(qs[0], qs[1], qs[2], ks[2], qs[3], in);
   Var out(Tensor::empty(qs));
   Tensor lse = Tensor::empty({p.b, p.h, p.t});
   ops::attention_forward(out.data(), lse.f32(), q.data(), k.data(), v.data(), p);
@@ -85,6 +94,37 @@ Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& i
       }
       ops::attention_backward(grads[0], grads[1], grads[2], extra, out.grad_data(), q.data(), k.data(), v.data(),
                               out.data(), lse.f32(), p, init);
+      out.release_grad();
+    });
+  }
+  return out;
+}
+
+Var attention_qkv(const Var& qkv, int64_t heads, const AttentionInputs& in) {
+  const Shape& s = qkv.shape();  // [B, T, 3·H·D]
+  STRETCH_CHECK(s.rank() == 3 && s[2] % (3 * heads) == 0, "attention_qkv: " << s.str() << " for " << heads << " heads");
+  const int64_t B = s[0], T = s[1], HD = s[2] / 3, D = HD / heads;
+  ops::AttentionParams p = make_params(B, heads, T, T, D, in);
+  p.layout.q = {.batch = T * 3 * HD, .head = D, .row = 3 * HD};
+  p.layout.kv = p.layout.q;
+  p.layout.out = {.batch = T * HD, .head = D, .row = HD};
+  Var out(Tensor::empty({B, T, HD}));
+  Tensor lse = Tensor::empty({B, heads, T});
+  const float* base = qkv.data();
+  ops::attention_forward(out.data(), lse.f32(), base, base + HD, base + 2 * HD, p);
+  const Var& table = in.t5_table;
+  if (needs_grad({&qkv, &table})) {
+    Tensor key_padding = in.key_padding;  // keeps p.key_padding alive until backward
+    out.set_requires_grad(true);
+    tape().push([qkv, table, out, lse, p, key_padding, HD] {
+      ops::AttentionGrads extra;
+      if (p.bias == ops::BiasPolicy::T5 && table.requires_grad()) extra.dt5_table = table.grad_data();
+      Tensor scratch;
+      ops::GradInit init = ops::GradInit::Overwrite;
+      float* g = qkv.requires_grad() ? qkv.grad_for(init) : (scratch = Tensor::empty(qkv.shape())).f32();
+      const float* x = qkv.data();
+      ops::attention_backward(g, g + HD, g + 2 * HD, extra, out.grad_data(), x, x + HD, x + 2 * HD, out.data(),
+                              lse.f32(), p, init);
       out.release_grad();
     });
   }

@@ -26,6 +26,10 @@ class Var {
   Var() = default;
   explicit Var(Tensor value, bool requires_grad = false)
       : impl_(std::make_shared<VarImpl>(VarImpl{std::move(value), Tensor(), requires_grad})) {}
+  // A parameter whose value and gradient are given buffers (e.g. views into a fused weight, so
+  // that q/k/v keep their own names while one GEMM computes all three).
+  Var(Tensor value, Tensor grad, bool requires_grad)
+      : impl_(std::make_shared<VarImpl>(VarImpl{std::move(value), std::move(grad), requires_grad})) {}
 
   bool defined() const { return impl_ != nullptr; }
   Tensor& value() const { return impl_->value; }
