@@ -40,6 +40,7 @@
 #include "data/indexed_dataset.h"
 #include "eval/eval_lm.h"
 #include "models/transformer_lm.h"
+#include "ops/gemm.h"
 #include "optim/grad_clip.h"
 #include "optim/optimizer.h"
 
@@ -60,6 +61,7 @@ struct Args {
   std::string lengths = "512,1024,2048,4096,8192";
   int warmup = 2, steps = 5;
   bool no_isolate = false;
+  bool bf16 = false;
   uint64_t seed = 1;
 };
 
@@ -108,7 +110,8 @@ nlohmann::json base_record(const Args& a, const models::TransformerLMConfig& c) 
   return {{"bench", "stretch"},       {"mode", a.mode},
           {"pos", a.pos},             {"V", c.vocab_size},
           {"L", c.decoder_layers},    {"C", c.decoder_embed_dim},
-          {"threads", num_threads()}, {"params", static_cast<double>(0)}};
+          {"threads", num_threads()}, {"params", static_cast<double>(0)},
+          {"precision", a.bf16 ? "bf16" : "fp32"}};
 }
 
 std::vector<int32_t> random_tokens(Rng& rng, int64_t n, int64_t vocab) {
@@ -223,9 +226,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", a.steps, "timed steps / passes");
   app.add_option("--seed", a.seed, "seed");
   app.add_flag("--no-isolate", a.no_isolate, "eval: all lengths in this process");
+  app.add_flag("--bf16", a.bf16, "bf16 matrix products (fp32 accumulation), as stretch train --bf16");
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(a.threads);
+    if (a.bf16) ops::set_matmul_precision(ops::GemmPrecision::Bf16);
     if (a.mode == "train") {
       run_train(a);
     } else {
