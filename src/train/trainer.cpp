@@ -9,6 +9,7 @@
 #include "autograd/tape.h"
 #include "core/log.h"
 #include "dist/world.h"
+#include "ops/gemm.h"
 #include "optim/grad_clip.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
@@ -148,6 +149,8 @@ int run_training(TrainConfig c) {
     log_info("resumed from " + last_path + " at update " + std::to_string(state.num_updates) + ", epoch " +
              std::to_string(state.epoch));
   }
+  if (world.is_main() && ops::matmul_precision() == ops::GemmPrecision::Bf16)
+    log_info("bf16 matrix products (fp32 accumulation); weights, optimizer state and checkpoints in fp32");
   if (world.is_main()) {
     log_info("model " + c.model.arch + " pos=" + models::pos_method_name(c.model.pos) + ": " +
              std::to_string(model.params().numel()) + " parameters, vocabulary " + std::to_string(data.vocab_size));
