@@ -22,6 +22,7 @@ Usage (from the repository root, after building):
   build/pyenv/bin/python bench/compare.py                  # everything, 1 thread (~25 min)
   build/pyenv/bin/python bench/compare.py --only train --models small --threads 1,2
   build/pyenv/bin/python bench/compare.py --quick          # small model, T = 128, eval to 2048
+  ... --bf16                                               # + stretch --bf16 training column
   ... --json raw.jsonl                                     # every measurement as JSON lines
 """
 
@@ -74,20 +75,20 @@ def torch_cmd(args, mode, m, V, threads, extra):
         model_flags(m) + extra + ["--warmup", str(args.warmup), "--steps", str(args.steps)]
 
 
-def interleaved(args, make_s, make_t, env):
-    """A B B A ... : returns (best stretch record, best torch record) by tokens per CPU second."""
-    s_runs, t_runs = [], []
+def interleaved(args, makers, env):
+    """A B C, C B A, ...: makers is a list of (side, make_cmd); returns {side: [records of each run]}."""
+    runs = {side: [] for side, _ in makers}
     for r in range(args.repeats):
-        order = [("s", make_s), ("t", make_t)] if r % 2 == 0 else [("t", make_t), ("s", make_s)]
+        order = makers if r % 2 == 0 else list(reversed(makers))
         for side, make in order:
             recs = run_json(make(), env)
-            (s_runs if side == "s" else t_runs).append(recs)
+            runs[side].append(recs)
             for rec in recs:
                 rec["side"] = side
                 if args.json_file:
                     args.json_file.write(json.dumps(rec) + "\n")
                     args.json_file.flush()
-    return s_runs, t_runs
+    return runs
 
 
 def best(runs, key="tokens_per_cpu_s"):
@@ -110,23 +111,30 @@ def train_section(args, env):
             for V in args.vocabs:
                 for T in args.lengths_train:
                     extra = ["--tokens-per-sample", str(T), "--batch", str(args.batch)]
-                    s_runs, t_runs = interleaved(
-                        args, lambda: stretch_cmd(args, "train", m, V, threads, extra),
-                        lambda: torch_cmd(args, "train", m, V, threads, extra), env)
-                    s, t = best(s_runs)[0], best(t_runs)[0]
+                    makers = [("s", lambda: stretch_cmd(args, "train", m, V, threads, extra)),
+                              ("t", lambda: torch_cmd(args, "train", m, V, threads, extra))]
+                    if args.bf16:
+                        makers.append(("b", lambda: stretch_cmd(args, "train", m, V, threads, extra + ["--bf16"])))
+                    runs = interleaved(args, makers, env)
+                    s, t = best(runs["s"])[0], best(runs["t"])[0]
+                    b = best(runs["b"])[0] if args.bf16 else None
                     f = 3 * fwd_flops_per_token(m, V, T)
-                    rows.append((threads, mname, V, T, s, t, f))
+                    rows.append((threads, mname, V, T, s, t, b, f))
                     print(f"  train {mname} V={V} T={T} threads={threads}: stretch {s['tokens_per_cpu_s']:.0f} "
-                          f"torch {t['tokens_per_cpu_s']:.0f} tokens/CPU-s", file=sys.stderr)
+                          f"torch {t['tokens_per_cpu_s']:.0f}" + (f" bf16 {b['tokens_per_cpu_s']:.0f}" if b else "") +
+                          " tokens/CPU-s", file=sys.stderr)
+    bf = " stretch bf16 tok/CPU-s | **bf16 ratio** |" if args.bf16 else ""
     lines = ["| threads | model | V | T | stretch tok/CPU-s | PyTorch tok/CPU-s | **ratio (CPU)** | "
-             "stretch tok/s | PyTorch tok/s | ratio (wall) | MFU stretch / PyTorch (CPU) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for threads, mname, V, T, s, t, f in rows:
+             "stretch tok/s | PyTorch tok/s | ratio (wall) | MFU stretch / PyTorch (CPU) |" + bf,
+             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.bf16 else "")]
+    for threads, mname, V, T, s, t, b, f in rows:
         mfu_s, mfu_t = s["tokens_per_cpu_s"] * f / CORE_PEAK, t["tokens_per_cpu_s"] * f / CORE_PEAK
+        extra = (f" {fmt(b['tokens_per_cpu_s'])} | **{b['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** |"
+                 if b else "")
         lines.append(f"| {threads} | {mname} | {V:,} | {T} | {fmt(s['tokens_per_cpu_s'])} | {fmt(t['tokens_per_cpu_s'])} | "
                      f"**{s['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | {fmt(s['tokens_per_s'])} | "
                      f"{fmt(t['tokens_per_s'])} | {s['tokens_per_s'] / t['tokens_per_s']:.2f} | "
-                     f"{mfu_s:.2f} / {mfu_t:.2f} |")
+                     f"{mfu_s:.2f} / {mfu_t:.2f} |" + extra)
     return "\n".join(lines)
 
 
@@ -137,8 +145,9 @@ def eval_section(args, env):
     for threads in args.thread_list:
         for T in args.lengths_eval:
             extra = ["--lengths", str(T)]
-            s_runs, t_runs = interleaved(args, lambda: stretch_cmd(args, "eval", m, V, threads, extra),
-                                         lambda: torch_cmd(args, "eval", m, V, threads, extra), env)
+            runs = interleaved(args, [("s", lambda: stretch_cmd(args, "eval", m, V, threads, extra)),
+                                      ("t", lambda: torch_cmd(args, "eval", m, V, threads, extra))], env)
+            s_runs, t_runs = runs["s"], runs["t"]
             s, t = best(s_runs)[0], best(t_runs)[0]
             # Peak RSS: the smallest of the runs (each run is a fresh process; the peak is a property
             # of the program, load does not lower it).
@@ -172,6 +181,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2, help="runs per side per configuration (A B B A ...)")
+    ap.add_argument("--bf16", action="store_true", help="training: also stretch --bf16 (a third column)")
     ap.add_argument("--quick", action="store_true", help="small model, T 128, eval up to 2048, 1 repeat")
     ap.add_argument("--stretch-bench", default=os.path.join(ROOT, "build", "bench", "bench_model"))
     ap.add_argument("--python", default=None, help="python with torch (default: build/pyenv, else this one)")
