@@ -148,8 +148,7 @@ void run_train(const Args& a) {
     autograd::Var loss = autograd::cross_entropy(logits, tgt, c.padding_idx, ops::Reduction::Sum, nullptr,
                                                  autograd::LogitsBuffer::ReuseForGradient);
     autograd::tape().backward(loss);
-    optim::multiply_grads(params, 1.0 / static_cast<double>(B * T));
-    optim::clip_grad_norm(params, 0.1);
+    optim::scale_and_clip_grads(params, 1.0 / static_cast<double>(B * T), 0.1);
     optimizer->step(params, 1e-3);
     ++update;
   };

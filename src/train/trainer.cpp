@@ -231,7 +231,11 @@ int run_training(TrainConfig c) {
       state.next_batch = last;
       for (auto& p : params) world.allreduce_sum(p.grad, p.numel);
       world.allreduce_sum(group, 3);
-      const bool finite = std::isfinite(group[0]) && !optim::grads_have_nonfinite(params);
+      // grads / ntokens and clipping in one pass (the norm's pass finds non-finite grads too).
+      const double gnorm = std::isfinite(group[0])
+                               ? optim::scale_and_clip_grads(params, 1.0 / std::max(group[1], 1.0), c.optim.clip_norm)
+                               : NAN;
+      const bool finite = std::isfinite(gnorm);
       if (!finite) {
         ++nan_in_a_row;
         log_warning("update " + std::to_string(state.num_updates + 1) + ": non-finite loss or gradient; skipping this update (" +
@@ -246,8 +250,6 @@ int run_training(TrainConfig c) {
         continue;
       }
       nan_in_a_row = 0;
-      optim::multiply_grads(params, 1.0 / std::max(group[1], 1.0));
-      const double gnorm = optim::clip_grad_norm(params, c.optim.clip_norm);
       optimizer->step(params, lr);
       state.num_updates += 1;
       lr = lr_now();
