@@ -1,7 +1,8 @@
 // tools/parity_dump.cpp — writes what the PyTorch oracle (tests/parity) checks stretch against.
 // Two modes, both starting from a freshly initialised model whose checkpoint goes to --checkpoint:
 //  * model dump (default): one batch's src_tokens, target, logits [B, T, V], summed NLL loss [1]
-//    and every parameter's gradient ("grad.<name>") to --dump (check_transformer_lm.py);
+//    and every parameter's gradient ("grad.<name>") to --dump (check_transformer_lm.py), through
+//    the same calls as a training step (cross_entropy with LogitsBuffer::ReuseForGradient);
 //  * --trajectory OPT.json: --steps updates through train::train_update() — the very function
 //    `stretch train` runs — on random batches; writes the batches (src_tokens, target
 //    [S, B, T]) to --batches and one {"loss" (bits), "lr", "gnorm"} per update to --losses
@@ -73,9 +74,11 @@ int model_dump(models::TransformerLM& model, int64_t batch, int64_t len, int64_t
   Tensor src = Tensor::empty({batch, len}, DType::I32), tgt = Tensor::empty({batch, len}, DType::I32);
   random_batch(rng, cfg, pad, src, tgt);
   autograd::Var logits = model.forward(src, {.mode = models::Mode::Train, .seed = seed});
-  autograd::Var loss = autograd::cross_entropy(logits, tgt, cfg.padding_idx, ops::Reduction::Sum);
+  const Tensor logits_copy = logits.value().clone();  // training's loss below overwrites them
+  autograd::Var loss = autograd::cross_entropy(logits, tgt, cfg.padding_idx, ops::Reduction::Sum, nullptr,
+                                               autograd::LogitsBuffer::ReuseForGradient);
   autograd::tape().backward(loss);
-  NamedTensors out = {{"src_tokens", src}, {"target", tgt}, {"logits", logits.value()}, {"loss", loss.value()}};
+  NamedTensors out = {{"src_tokens", src}, {"target", tgt}, {"logits", logits_copy}, {"loss", loss.value()}};
   for (const auto& [name, var] : model.params().items()) out.emplace_back("grad." + name, var.grad());
   save_safetensors(dump, out, {{"config", cfg.to_json().dump()}});
   std::cout << "loss " << loss.value().f32()[0] << "\n";

@@ -1,5 +1,6 @@
 #include "autograd/attention.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -24,16 +25,15 @@ const float* cached_slopes(int heads) {
 
 }  // namespace
 
-Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& in) {
-  const Shape& qs = q.shape();
-  const Shape& ks = k.shape();
-  STRETCH_CHECK(qs.rank() == 4 && ks.rank() == 4 && ks == v.shape(), "attention: q " << qs.str() << " k " << ks.str());
+namespace {
+
+ops::AttentionParams make_params(int64_t B, int64_t H, int64_t T, int64_t S, int64_t D, const AttentionInputs& in) {
   ops::AttentionParams p;
-  p.b = qs[0];
-  p.h = qs[1];
-  p.t = qs[2];
-  p.d = qs[3];
-  p.s = ks[2];
+  p.b = B;
+  p.h = H;
+  p.t = T;
+  p.d = D;
+  p.s = S;
   p.scale = in.scale;
   p.window = in.window;
   if (in.bias == ScoreBias::Alibi) {
@@ -48,6 +48,16 @@ Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& i
   }
   if (in.key_padding.defined()) p.key_padding = in.key_padding.u8();
   p.dropout = {.p = in.dropout, .seed = in.seed, .stream = in.stream};
+  return p;
+}
+
+}  // namespace
+
+Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& in) {
+  const Shape& qs = q.shape();
+  const Shape& ks = k.shape();
+  STRETCH_CHECK(qs.rank() == 4 && ks.rank() == 4 && ks == v.shape(), "attention: q " << qs.str() << " k " << ks.str());
+  const ops::AttentionParams p = make_params(qs[0], qs[1], qs[2], ks[2], qs[3], in);
   Var out(Tensor::empty(qs));
   Tensor lse = Tensor::empty({p.b, p.h, p.t});
   ops::attention_forward(out.data(), lse.f32(), q.data(), k.data(), v.data(), p);
@@ -58,13 +68,63 @@ Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& i
     tape().push([q, k, v, table, out, lse, p, key_padding] {
       ops::AttentionGrads extra;
       if (p.bias == ops::BiasPolicy::T5 && table.requires_grad()) extra.dt5_table = table.grad_data();
-      // The kernel writes every gradient it is given; scratch for inputs that need none.
-      Tensor scratch_q, scratch_kv;
-      float* dq = q.requires_grad() ? q.grad_data() : (scratch_q = Tensor::zeros(q.shape())).f32();
-      float* dk = k.requires_grad() ? k.grad_data() : (scratch_kv = Tensor::zeros(k.shape())).f32();
-      Tensor scratch_v;
-      float* dv = v.requires_grad() ? v.grad_data() : (scratch_v = Tensor::zeros(v.shape())).f32();
-      ops::attention_backward(dq, dk, dv, extra, out.grad_data(), q.data(), k.data(), v.data(), out.data(), lse.f32(), p);
+      // The kernel writes every gradient it is given: scratch for inputs that need none. Fresh
+      // gradient buffers are overwritten (no zero-fill) when all three are fresh; otherwise the
+      // fresh ones are zeroed and the kernel accumulates.
+      Tensor scratch[3];
+      float* grads[3];
+      ops::GradInit inits[3];
+      const Var* in[3] = {&q, &k, &v};
+      for (int i = 0; i < 3; ++i) {
+        if (in[i]->requires_grad()) {
+          grads[i] = in[i]->grad_for(inits[i]);
+        } else {
+          scratch[i] = Tensor::empty(in[i]->shape());
+          grads[i] = scratch[i].f32();
+          inits[i] = ops::GradInit::Overwrite;
+        }
+      }
+      ops::GradInit init = ops::GradInit::Overwrite;
+      if (inits[0] != inits[1] || inits[1] != inits[2]) {
+        for (int i = 0; i < 3; ++i)
+          if (inits[i] == ops::GradInit::Overwrite) std::fill(grads[i], grads[i] + in[i]->numel(), 0.f);
+        init = ops::GradInit::Accumulate;
+      } else {
+        init = inits[0];
+      }
+      ops::attention_backward(grads[0], grads[1], grads[2], extra, out.grad_data(), q.data(), k.data(), v.data(),
+                              out.data(), lse.f32(), p, init);
+      out.release_grad();
+    });
+  }
+  return out;
+}
+
+Var attention_qkv(const Var& qkv, int64_t heads, const AttentionInputs& in) {
+  const Shape& s = qkv.shape();  // [B, T, 3·H·D]
+  STRETCH_CHECK(s.rank() == 3 && s[2] % (3 * heads) == 0, "attention_qkv: " << s.str() << " for " << heads << " heads");
+  const int64_t B = s[0], T = s[1], HD = s[2] / 3, D = HD / heads;
+  ops::AttentionParams p = make_params(B, heads, T, T, D, in);
+  p.layout.q = {.batch = T * 3 * HD, .head = D, .row = 3 * HD};
+  p.layout.kv = p.layout.q;
+  p.layout.out = {.batch = T * HD, .head = D, .row = HD};
+  Var out(Tensor::empty({B, T, HD}));
+  Tensor lse = Tensor::empty({B, heads, T});
+  const float* base = qkv.data();
+  ops::attention_forward(out.data(), lse.f32(), base, base + HD, base + 2 * HD, p);
+  const Var& table = in.t5_table;
+  if (needs_grad({&qkv, &table})) {
+    Tensor key_padding = in.key_padding;  // keeps p.key_padding alive until backward
+    out.set_requires_grad(true);
+    tape().push([qkv, table, out, lse, p, key_padding, HD] {
+      ops::AttentionGrads extra;
+      if (p.bias == ops::BiasPolicy::T5 && table.requires_grad()) extra.dt5_table = table.grad_data();
+      Tensor scratch;
+      ops::GradInit init = ops::GradInit::Overwrite;
+      float* g = qkv.requires_grad() ? qkv.grad_for(init) : (scratch = Tensor::empty(qkv.shape())).f32();
+      const float* x = qkv.data();
+      ops::attention_backward(g, g + HD, g + 2 * HD, extra, out.grad_data(), x, x + HD, x + 2 * HD, out.data(),
+                              lse.f32(), p, init);
       out.release_grad();
     });
   }

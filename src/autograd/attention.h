@@ -27,6 +27,10 @@ struct AttentionInputs {
 };
 
 Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& in);
+// The same attention read straight from the fused projection qkv [B, T, 3·H·D] (q, k, v blocks of
+// H·D channels per row, head h at channels h·D of each block) and written as [B, T, H·D]: no head
+// split/merge copies, one gradient buffer [B, T, 3·H·D] for the three inputs (S = T, no cache).
+Var attention_qkv(const Var& qkv, int64_t heads, const AttentionInputs& in);
 
 // Rotary embedding (rotate-half) on x [B, H, T, D] at positions pos0 .. pos0+T−1.
 Var rope(const Var& x, int64_t pos0, float base);

@@ -15,20 +15,35 @@ Shape with_last(const Shape& s, int64_t last) {
   return Shape(d);
 }
 
+// x.grad += g [N] through a kernel that can also overwrite: a fresh gradient is written by
+// `store(ptr, init)` without a zero-fill first.
+template <class Store>
+void store_grad(const Var& x, Store store) {
+  ops::GradInit init;
+  float* g = x.grad_for(init);
+  store(g, init);
+}
+
 }  // namespace
 
-Var linear(const Var& x, const Var& w, const Var& b) {
+Var linear(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi) {
   const int64_t in = w.shape()[1], outf = w.shape()[0];
   STRETCH_CHECK(x.shape()[-1] == in, "linear: input " << x.shape().str() << " vs weight " << w.shape().str());
   ops::LinearDims d{.n = x.numel() / in, .in_features = in, .out_features = outf};
   Var y(Tensor::empty(with_last(x.shape(), outf)));
-  ops::linear_forward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, d);
+  ops::linear_forward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, d, epi);
   if (needs_grad({&x, &w, &b})) {
     y.set_requires_grad(true);
-    tape().push([x, w, b, y, d] {
-      ops::linear_backward(x.requires_grad() ? x.grad_data() : nullptr, w.requires_grad() ? w.grad_data() : nullptr,
-                           b.defined() && b.requires_grad() ? b.grad_data() : nullptr, y.grad_data(), x.data(),
-                           w.data(), d);
+    tape().push([x, w, b, y, d, epi] {
+      float* dy = y.grad_data();
+      // ReLU backward from the output, in place: dy becomes ∂L/∂(pre-activation).
+      if (epi == ops::LinearEpilogue::Relu)
+        ops::activation_backward(dy, dy, y.data(), y.numel(), ops::Activation::Relu, ops::GradInit::Overwrite);
+      ops::GradInit init = ops::GradInit::Accumulate;
+      float* dx = x.requires_grad() ? x.grad_for(init) : nullptr;
+      ops::linear_backward(dx, w.requires_grad() ? w.grad_data() : nullptr,
+                           b.defined() && b.requires_grad() ? b.grad_data() : nullptr, dy, x.data(), w.data(), d,
+                           init);
       y.release_grad();
     });
   }
@@ -44,9 +59,11 @@ Var layer_norm(const Var& x, const Var& w, const Var& b, float eps) {
   if (needs_grad({&x, &w, &b})) {
     y.set_requires_grad(true);
     tape().push([x, w, b, y, d, mean, rstd] {
-      ops::layernorm_backward(x.requires_grad() ? x.grad_data() : nullptr, w.requires_grad() ? w.grad_data() : nullptr,
+      ops::GradInit init = ops::GradInit::Accumulate;
+      float* dx = x.requires_grad() ? x.grad_for(init) : nullptr;
+      ops::layernorm_backward(dx, w.requires_grad() ? w.grad_data() : nullptr,
                               b.requires_grad() ? b.grad_data() : nullptr, y.grad_data(), x.data(), w.data(),
-                              mean.f32(), rstd.f32(), d);
+                              mean.f32(), rstd.f32(), d, init);
       y.release_grad();
     });
   }
@@ -59,7 +76,9 @@ Var activation(const Var& x, ops::Activation act) {
   if (needs_grad({&x})) {
     y.set_requires_grad(true);
     tape().push([x, y, act] {
-      ops::activation_backward(x.grad_data(), y.grad_data(), x.data(), x.numel(), act);
+      store_grad(x, [&](float* g, ops::GradInit init) {
+        ops::activation_backward(g, y.grad_data(), x.data(), x.numel(), act, init);
+      });
       y.release_grad();
     });
   }
@@ -73,9 +92,15 @@ Var add(const Var& a, const Var& b) {
   if (needs_grad({&a, &b})) {
     y.set_requires_grad(true);
     tape().push([a, b, y] {
-      const float* g = y.grad_data();
-      if (a.requires_grad()) ops::axpy(a.grad_data(), g, 1.0f, a.numel());
-      if (b.requires_grad()) ops::axpy(b.grad_data(), g, 1.0f, b.numel());
+      const Tensor g = y.grad();
+      // b first: a may take g's buffer itself.
+      if (b.requires_grad()) {
+        store_grad(b, [&](float* gb, ops::GradInit init) {
+          if (init == ops::GradInit::Overwrite) ops::scale_forward(gb, g.f32(), 1.0f, b.numel());
+          else ops::axpy(gb, g.f32(), 1.0f, b.numel());
+        });
+      }
+      if (a.requires_grad()) a.accumulate_grad(g);
       y.release_grad();
     });
   }
@@ -88,7 +113,10 @@ Var scale(const Var& x, float alpha) {
   if (needs_grad({&x})) {
     y.set_requires_grad(true);
     tape().push([x, y, alpha] {
-      ops::axpy(x.grad_data(), y.grad_data(), alpha, x.numel());
+      store_grad(x, [&](float* g, ops::GradInit init) {
+        if (init == ops::GradInit::Overwrite) ops::scale_forward(g, y.grad_data(), alpha, x.numel());
+        else ops::axpy(g, y.grad_data(), alpha, x.numel());
+      });
       y.release_grad();
     });
   }
@@ -102,7 +130,25 @@ Var dropout(const Var& x, const ops::DropoutParams& p) {
   if (needs_grad({&x})) {
     y.set_requires_grad(true);
     tape().push([x, y, p] {
-      ops::dropout_backward(x.grad_data(), y.grad_data(), x.numel(), p);
+      store_grad(x, [&](float* g, ops::GradInit init) { ops::dropout_backward(g, y.grad_data(), x.numel(), p, init); });
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var dropout_add(const Var& res, const Var& x, const ops::DropoutParams& p) {
+  if (p.p <= 0.f) return add(res, x);
+  STRETCH_CHECK(res.shape() == x.shape(), "dropout_add: " << res.shape().str() << " vs " << x.shape().str());
+  Var y(Tensor::empty(x.shape()));
+  ops::dropout_add_forward(y.data(), res.data(), x.data(), x.numel(), p);
+  if (needs_grad({&res, &x})) {
+    y.set_requires_grad(true);
+    tape().push([res, x, y, p] {
+      const Tensor g = y.grad();
+      if (x.requires_grad())  // before res may take g's buffer
+        store_grad(x, [&](float* gx, ops::GradInit init) { ops::dropout_backward(gx, g.f32(), x.numel(), p, init); });
+      if (res.requires_grad()) res.accumulate_grad(g);
       y.release_grad();
     });
   }
@@ -135,9 +181,15 @@ Var split_heads(const Var& x, int64_t heads) {
   if (needs_grad({&x})) {
     y.set_requires_grad(true);
     tape().push([x, y, d] {
-      Tensor tmp = Tensor::empty(x.shape());
-      ops::merge_heads(tmp.f32(), y.grad_data(), d);
-      ops::axpy(x.grad_data(), tmp.f32(), 1.0f, x.numel());
+      store_grad(x, [&](float* g, ops::GradInit init) {
+        if (init == ops::GradInit::Overwrite) {
+          ops::merge_heads(g, y.grad_data(), d);
+          return;
+        }
+        Tensor tmp = Tensor::empty(x.shape());
+        ops::merge_heads(tmp.f32(), y.grad_data(), d);
+        ops::axpy(g, tmp.f32(), 1.0f, x.numel());
+      });
       y.release_grad();
     });
   }
@@ -153,9 +205,15 @@ Var merge_heads(const Var& x) {
   if (needs_grad({&x})) {
     y.set_requires_grad(true);
     tape().push([x, y, d] {
-      Tensor tmp = Tensor::empty(x.shape());
-      ops::split_heads(tmp.f32(), y.grad_data(), d);
-      ops::axpy(x.grad_data(), tmp.f32(), 1.0f, x.numel());
+      store_grad(x, [&](float* g, ops::GradInit init) {
+        if (init == ops::GradInit::Overwrite) {
+          ops::split_heads(g, y.grad_data(), d);
+          return;
+        }
+        Tensor tmp = Tensor::empty(x.shape());
+        ops::split_heads(tmp.f32(), y.grad_data(), d);
+        ops::axpy(g, tmp.f32(), 1.0f, x.numel());
+      });
       y.release_grad();
     });
   }
@@ -163,7 +221,7 @@ Var merge_heads(const Var& x) {
 }
 
 Var cross_entropy(const Var& logits, const Tensor& targets, int32_t ignore_index, ops::Reduction reduction,
-                  int64_t* count) {
+                  int64_t* count, LogitsBuffer buffer) {
   const int64_t v = logits.shape()[-1];
   ops::CrossEntropyDims d{.n = logits.numel() / v, .v = v, .ignore_index = ignore_index, .reduction = reduction};
   STRETCH_CHECK(targets.numel() == d.n, "cross_entropy: " << targets.numel() << " targets for " << d.n << " rows");
@@ -173,9 +231,18 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int32_t ignore_index
   Var loss(Tensor::full({1}, static_cast<float>(r.loss)));
   if (needs_grad({&logits})) {
     loss.set_requires_grad(true);
-    tape().push([logits, targets, lse, loss, d, r] {
-      ops::cross_entropy_backward(logits.grad_data(), logits.data(), lse.f32(), targets.i32(), loss.grad_data()[0],
-                                  r.count, d);
+    tape().push([logits, targets, lse, loss, d, r, buffer] {
+      const float dloss = loss.grad_data()[0];
+      if (buffer == LogitsBuffer::ReuseForGradient && !logits.has_grad()) {
+        // The gradient replaces the logits in place; the logits' grad then IS that buffer.
+        ops::cross_entropy_backward(logits.data(), logits.data(), lse.f32(), targets.i32(), dloss, r.count, d,
+                                    ops::GradInit::Overwrite);
+        logits.accumulate_grad(logits.value());
+        return;
+      }
+      store_grad(logits, [&](float* g, ops::GradInit init) {
+        ops::cross_entropy_backward(g, logits.data(), lse.f32(), targets.i32(), dloss, r.count, d, init);
+      });
     });
   }
   return loss;

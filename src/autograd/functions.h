@@ -1,8 +1,9 @@
 // autograd/functions.h — differentiable functions over Vars, one per coarse op.
 // Contract: each function computes its forward with the ops layer's fast path and, when an
 // input requires a gradient and grad mode is on, records a closure that calls the op's
-// backward (which accumulates into the inputs' .grad()). Leading dimensions are flattened:
-// a [B, T, C] input to linear is treated as [B·T, C].
+// backward (which accumulates into the inputs' .grad(); a gradient nothing has written yet is
+// overwritten instead of zero-filled first, see Var::grad_for). Leading dimensions are
+// flattened: a [B, T, C] input to linear is treated as [B·T, C].
 #pragma once
 #include <cstdint>
 
@@ -10,11 +11,13 @@
 #include "ops/activation.h"
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
+#include "ops/linear.h"
 
 namespace stretch::autograd {
 
-// y [.., O] = x [.., I] · w [O, I]ᵀ + b [O]   (b may be undefined)
-Var linear(const Var& x, const Var& w, const Var& b);
+// y [.., O] = epi(x [.., I] · w [O, I]ᵀ + b [O])   (b may be undefined; epi Relu: the FFN's
+// fc1 + ReLU in one op, which keeps only its output for backward)
+Var linear(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi = ops::LinearEpilogue::None);
 // y [.., C] = LayerNorm(x [.., C]) · w [C] + b [C]
 Var layer_norm(const Var& x, const Var& w, const Var& b, float eps = 1e-5f);
 Var activation(const Var& x, ops::Activation act);
@@ -25,16 +28,25 @@ Var scale(const Var& x, float alpha);
 // Inverted dropout; identity (no copy) when p == 0 or grad mode is off... only p matters:
 // the caller passes p = 0 in evaluation.
 Var dropout(const Var& x, const ops::DropoutParams& p);
+// res + dropout(x): the residual connection in one pass (forward) and no copy for res's
+// gradient (it takes the output's gradient buffer when it has none yet).
+Var dropout_add(const Var& res, const Var& x, const ops::DropoutParams& p);
 // out [N, C] = scale · table [V, C] [ids [N]]  (ids: an I32 tensor of any shape; out gets ids' shape + [C])
 Var embedding(const Tensor& ids, const Var& table, float scale = 1.0f);
 // Rows of a table by position index, e.g. learned positions: same as embedding.
 // [B, T, H·D] -> [B, H, T, D] and back
 Var split_heads(const Var& x, int64_t heads);
 Var merge_heads(const Var& x);
+// What cross_entropy's backward may do with the logits buffer. ReuseForGradient: when the
+// logits have no gradient yet, ∂loss/∂logits is written over their values (no second [N, V]
+// buffer, one memory pass less); logits.value() is then garbage after backward. Training uses
+// it; anything that reads the logits after backward must keep the default.
+enum class LogitsBuffer : uint8_t { Keep, ReuseForGradient };
+
 // Scalar NLL (nats): sum or mean over rows whose target != ignore_index.
 // logits [N, V] (or [B, T, V]), targets I32 with N elements. The count of scored rows is
 // written to *count when given.
 Var cross_entropy(const Var& logits, const Tensor& targets, int32_t ignore_index, ops::Reduction reduction,
-                  int64_t* count = nullptr);
+                  int64_t* count = nullptr, LogitsBuffer buffer = LogitsBuffer::Keep);
 
 }  // namespace stretch::autograd

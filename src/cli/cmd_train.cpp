@@ -100,10 +100,12 @@ void add_train(CLI::App& sub, Runner& run) {
   // fairseq flags with no meaning on a CPU build (accepted, reported once).
   add_ignored_flag(sub, "--ddp-backend", "stretch averages gradients over MPI itself", true);
   add_ignored_flag(sub, "--fp16-no-flatten-grads", "gradients are never flattened", false);
+  add_ignored_flag(sub, "--fp16-init-scale", "bf16 needs no loss scaling", true);
+  add_ignored_flag(sub, "--fp16-scale-window", "bf16 needs no loss scaling", true);
+  add_ignored_flag(sub, "--memory-efficient-fp16", "--bf16 keeps fp32 weights and optimizer state", false);
   add_ignored_flag(sub, "--num-workers", "data loading is memory-mapped in-process", true);
   add_ignored_flag(sub, "--distributed-world-size", "the world size comes from mpirun", true);
   add_ignored_flag(sub, "--user-dir", "every model is built in", true);
-  add_ignored_flag(sub, "--fp16", "stretch trains in fp32 (mixed precision is a later issue)", false);
 
   run = [cfg, common, model, log_format, dump_config, lr_text] {
     apply_common_options(*common);

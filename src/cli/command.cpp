@@ -12,9 +12,16 @@ void add_common_options(CLI::App& sub, CommonOptions& opts) {
   sub.add_option("--threads", opts.threads,
                  "threads for OpenMP kernels and GEMM (0: OMP_NUM_THREADS, else all cores)")
       ->check(CLI::NonNegativeNumber);
+  sub.add_flag_callback(
+      "--bf16,--fp16", [&opts] { opts.precision = ops::GemmPrecision::Bf16; },
+      "bf16 matrix products with fp32 accumulation (fp32 master weights, norms, softmax, loss, checkpoints); "
+      "--fp16 means the same on CPU");
 }
 
-void apply_common_options(const CommonOptions& opts) { set_num_threads(opts.threads); }
+void apply_common_options(const CommonOptions& opts) {
+  set_num_threads(opts.threads);
+  ops::set_matmul_precision(opts.precision);
+}
 
 void add_not_built(CLI::App& sub, Runner& run, const std::string& what) {
   sub.allow_extras();

@@ -7,6 +7,8 @@
 #include <functional>
 #include <string>
 
+#include "ops/gemm.h"
+
 namespace stretch::cli {
 
 using Runner = std::function<int()>;
@@ -18,9 +20,12 @@ void add_sweep(CLI::App& sub, Runner& run);
 void add_generate(CLI::App& sub, Runner& run);
 void add_info(CLI::App& sub, Runner& run);
 
-// Options every subcommand shares: --threads (0 = OMP_NUM_THREADS or all cores).
+// Options every subcommand shares: --threads (0 = OMP_NUM_THREADS or all cores) and --bf16
+// (alias --fp16: bf16 matrix products with fp32 accumulation; weights, optimizer state,
+// LayerNorm, softmax, loss and checkpoints stay fp32).
 struct CommonOptions {
   int threads = 0;
+  ops::GemmPrecision precision = ops::GemmPrecision::Fp32;
 };
 void add_common_options(CLI::App& sub, CommonOptions& opts);
 void apply_common_options(const CommonOptions& opts);

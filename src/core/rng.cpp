@@ -2,6 +2,10 @@
 
 #include <cmath>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace stretch {
 
 std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
@@ -21,6 +25,105 @@ std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t c
     k0 += W0; k1 += W1;
   }
   return {c0, c1, c2, c3};
+}
+
+namespace {
+
+#if defined(__AVX512F__)
+// hi and lo 32 bits of the 16 products a[l]·m (vpmuludq on even and odd lanes).
+inline void mul_hi_lo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
+  const __m512i even = _mm512_mul_epu32(a, m);                         // lanes 0, 2, ... as 64-bit
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);  // lanes 1, 3, ...
+  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+}
+
+// 16 counters lo0 .. lo0+15 (64-bit low counter words), Philox rounds in AVX-512 registers.
+inline void philox16(uint64_t key, uint32_t c2_init, uint32_t c3_init, uint64_t lo0, uint32_t* out) {
+  alignas(64) uint32_t lo[16], hi[16];
+  for (int l = 0; l < 16; ++l) {
+    const uint64_t ctr = lo0 + static_cast<uint64_t>(l);
+    lo[l] = static_cast<uint32_t>(ctr);
+    hi[l] = static_cast<uint32_t>(ctr >> 32);
+  }
+  __m512i c0 = _mm512_load_si512(lo), c1 = _mm512_load_si512(hi);
+  __m512i c2 = _mm512_set1_epi32(static_cast<int>(c2_init)), c3 = _mm512_set1_epi32(static_cast<int>(c3_init));
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u)), m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    __m512i hi0, lo0v, hi1, lo1v;
+    mul_hi_lo(c0, m0, hi0, lo0v);
+    mul_hi_lo(c2, m1, hi1, lo1v);
+    const __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+    const __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+    c0 = n0;
+    c1 = lo1v;
+    c2 = n2;
+    c3 = lo0v;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  // Interleave to [16, 4]: out[4l + w] = c_w[l].
+  alignas(64) uint32_t w[4][16];
+  _mm512_store_si512(w[0], c0);
+  _mm512_store_si512(w[1], c1);
+  _mm512_store_si512(w[2], c2);
+  _mm512_store_si512(w[3], c3);
+  for (int l = 0; l < 16; ++l)
+    for (int j = 0; j < 4; ++j) out[4 * l + j] = w[j][l];
+}
+#endif
+
+}  // namespace
+
+void philox4x32_blocks(uint64_t key, uint64_t counter_hi, uint64_t counter_lo0, int64_t n, uint32_t* out) {
+  constexpr int kLanes = 16;
+  const uint32_t c2_init = static_cast<uint32_t>(counter_hi), c3_init = static_cast<uint32_t>(counter_hi >> 32);
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + kLanes <= n; i += kLanes) philox16(key, c2_init, c3_init, counter_lo0 + static_cast<uint64_t>(i), out + i * 4);
+#else
+  constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
+  constexpr uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+  for (; i + kLanes <= n; i += kLanes) {
+    alignas(64) uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) {
+      const uint64_t ctr = counter_lo0 + static_cast<uint64_t>(i + l);
+      c0[l] = static_cast<uint32_t>(ctr);
+      c1[l] = static_cast<uint32_t>(ctr >> 32);
+      c2[l] = c2_init;
+      c3[l] = c3_init;
+    }
+    uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+    for (int round = 0; round < 10; ++round) {
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) {
+        const uint64_t p0 = static_cast<uint64_t>(M0) * c0[l];
+        const uint64_t p1 = static_cast<uint64_t>(M1) * c2[l];
+        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
+        const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
+        c1[l] = static_cast<uint32_t>(p1);
+        c3[l] = static_cast<uint32_t>(p0);
+        c0[l] = n0;
+        c2[l] = n2;
+      }
+      k0 += W0;
+      k1 += W1;
+    }
+    uint32_t* o = out + i * 4;
+    for (int l = 0; l < kLanes; ++l) {
+      o[4 * l + 0] = c0[l];
+      o[4 * l + 1] = c1[l];
+      o[4 * l + 2] = c2[l];
+      o[4 * l + 3] = c3[l];
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    const auto r = philox4x32(key, counter_hi, counter_lo0 + static_cast<uint64_t>(i));
+    for (int j = 0; j < 4; ++j) out[i * 4 + j] = r[j];
+  }
 }
 
 uint32_t Rng::next_u32() {

@@ -22,12 +22,19 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
   for (int64_t l = 0; l < c.decoder_layers; ++l) {
     const std::string p = "decoder.layers." + std::to_string(l) + ".";
     Layer L;
-    L.k_w = params_.add(p + "self_attn.k_proj.weight", {C, C});
-    L.k_b = params_.add(p + "self_attn.k_proj.bias", {C});
-    L.v_w = params_.add(p + "self_attn.v_proj.weight", {C, C});
-    L.v_b = params_.add(p + "self_attn.v_proj.bias", {C});
-    L.q_w = params_.add(p + "self_attn.q_proj.weight", {C, C});
-    L.q_b = params_.add(p + "self_attn.q_proj.bias", {C});
+    // One [3C, C] weight (and [3C] bias, with gradients alike) holds q, k, v so that a single GEMM
+    // projects all three; the named parameters are views into it (fairseq names, k, v, q order).
+    Tensor w = Tensor::zeros({3 * C, C}), gw = Tensor::zeros({3 * C, C});
+    Tensor b = Tensor::zeros({3 * C}), gb = Tensor::zeros({3 * C});
+    L.qkv_w = Var(w, gw, true);
+    L.qkv_b = Var(b, gb, true);
+    auto part = [&](const Tensor& t, const Tensor& g, int i) { return Var(t.slice_rows(i * C, C), g.slice_rows(i * C, C), true); };
+    L.k_w = params_.add(p + "self_attn.k_proj.weight", part(w, gw, 1));
+    L.k_b = params_.add(p + "self_attn.k_proj.bias", part(b, gb, 1));
+    L.v_w = params_.add(p + "self_attn.v_proj.weight", part(w, gw, 2));
+    L.v_b = params_.add(p + "self_attn.v_proj.bias", part(b, gb, 2));
+    L.q_w = params_.add(p + "self_attn.q_proj.weight", part(w, gw, 0));
+    L.q_b = params_.add(p + "self_attn.q_proj.bias", part(b, gb, 0));
     L.out_w = params_.add(p + "self_attn.out_proj.weight", {C, C});
     L.out_b = params_.add(p + "self_attn.out_proj.bias", {C});
     L.attn_ln_w = params_.add(p + "self_attn_layer_norm.weight", {C});
@@ -171,7 +178,24 @@ Var TransformerLM::self_attention(const Layer& L, int64_t index, const Var& xq, 
                                   const Tensor& key_padding, const ForwardOptions& opt) {
   const auto& c = config_;
   const int64_t H = c.decoder_attention_heads;
-  Var q = split_heads(linear(xq, L.q_w, L.q_b), H);  // [B, H, Tq, D]
+  AttentionInputs in;
+  in.bias = c.pos == PosMethod::Alibi ? ScoreBias::Alibi : c.pos == PosMethod::T5 ? ScoreBias::T5 : ScoreBias::None;
+  in.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+  in.slope_scale = c.alibi_slope_scale;
+  in.window = c.attention_window;
+  in.key_padding = key_padding;
+  in.t5_table = t5_table_;
+  in.t5_num_buckets = c.t5_num_buckets;
+  in.t5_max_distance = c.t5_max_distance;
+  in.dropout = opt.mode == Mode::Train ? c.attention_dropout : 0.f;
+  in.seed = opt.seed;
+  in.stream = dropout_stream(opt, index, 1);
+  if (c.pos != PosMethod::Rope && !opt.cache && xq.shape()[1] == xkv.shape()[1]) {
+    // One GEMM for q, k, v; attention reads them in place and writes [B, T, C].
+    Var qkv = linear(xkv, L.qkv_w, L.qkv_b);  // [B, T, 3C]
+    return linear(attention_qkv(qkv, H, in), L.out_w, L.out_b);
+  }
+  Var q = split_heads(linear(xq, L.q_w, L.q_b), H);   // [B, H, Tq, D]
   Var k = split_heads(linear(xkv, L.k_w, L.k_b), H);  // [B, H, T, D]
   Var v = split_heads(linear(xkv, L.v_w, L.v_b), H);
   const int64_t pos0 = opt.cache ? opt.cache->length : 0;
@@ -185,18 +209,6 @@ Var TransformerLM::self_attention(const Layer& L, int64_t index, const Var& xq, 
     k = Var(opt.cache->k[index]);
     v = Var(opt.cache->v[index]);
   }
-  AttentionInputs in;
-  in.bias = c.pos == PosMethod::Alibi ? ScoreBias::Alibi : c.pos == PosMethod::T5 ? ScoreBias::T5 : ScoreBias::None;
-  in.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
-  in.slope_scale = c.alibi_slope_scale;
-  in.window = c.attention_window;
-  in.key_padding = key_padding;
-  in.t5_table = t5_table_;
-  in.t5_num_buckets = c.t5_num_buckets;
-  in.t5_max_distance = c.t5_max_distance;
-  in.dropout = opt.mode == Mode::Train ? c.attention_dropout : 0.f;
-  in.seed = opt.seed;
-  in.stream = dropout_stream(opt, index, 1);
   Var a = merge_heads(attention(q, k, v, in));  // [B, T, C]
   return linear(a, L.out_w, L.out_b);
 }
@@ -213,15 +225,16 @@ Var TransformerLM::block(const Layer& L, int64_t index, const Var& x_in, const T
   h = self_attention(L, index, last_positions(h, queries), h, key_padding, opt);  // [B, queries, C]
   x = last_positions(x, queries);
   drop.stream = dropout_stream(opt, index, 2);
-  x = add(x, dropout(h, drop));
+  x = dropout_add(x, h, drop);  // x + dropout(h)
   if (!pre) x = layer_norm(x, L.attn_ln_w, L.attn_ln_b);
 
   h = pre ? layer_norm(x, L.ffn_ln_w, L.ffn_ln_b) : x;
-  h = activation(linear(h, L.fc1_w, L.fc1_b), c.activation_fn);
+  h = c.activation_fn == ops::Activation::Relu ? linear(h, L.fc1_w, L.fc1_b, ops::LinearEpilogue::Relu)
+                                               : activation(linear(h, L.fc1_w, L.fc1_b), c.activation_fn);
   h = dropout(h, {.p = train ? c.activation_dropout : 0.f, .seed = opt.seed, .stream = dropout_stream(opt, index, 3)});
   h = linear(h, L.fc2_w, L.fc2_b);
   drop.stream = dropout_stream(opt, index, 4);
-  x = add(x, dropout(h, drop));
+  x = dropout_add(x, h, drop);
   if (!pre) x = layer_norm(x, L.ffn_ln_w, L.ffn_ln_b);
   return x;
 }

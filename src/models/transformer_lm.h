@@ -56,6 +56,7 @@ class TransformerLM {
  private:
   struct Layer {
     Var q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
+    Var qkv_w, qkv_b;  // [3C, C], [3C]: rows q; k; v — the three above are views into these
     Var attn_ln_w, attn_ln_b, fc1_w, fc1_b, fc2_w, fc2_b, ffn_ln_w, ffn_ln_b;
   };
   // queries: positions (the last ones of each row) the block outputs; x's T for all.

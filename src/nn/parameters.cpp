@@ -11,6 +11,12 @@ Var ParameterList::add(const std::string& name, Shape shape) {
   return v;
 }
 
+Var ParameterList::add(const std::string& name, Var v) {
+  STRETCH_CHECK(!contains(name), "parameter " << name << " registered twice");
+  items_.emplace_back(name, v);
+  return v;
+}
+
 const Var& ParameterList::get(const std::string& name) const {
   for (const auto& [n, v] : items_)
     if (n == name) return v;

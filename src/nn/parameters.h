@@ -16,6 +16,8 @@ class ParameterList {
  public:
   // Registers a new trainable parameter of `shape`, zero-filled; returns its handle.
   Var add(const std::string& name, Shape shape);
+  // Registers an existing Var (e.g. a view into a fused weight) under `name`.
+  Var add(const std::string& name, Var v);
   const std::vector<std::pair<std::string, Var>>& items() const { return items_; }
   const Var& get(const std::string& name) const;
   bool contains(const std::string& name) const;

@@ -3,14 +3,17 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/grad_init.h"
+
 namespace stretch::ops {
 
 enum class Activation : uint8_t { Relu, Gelu };
 
 // out [N] = act(inp [N])
 void activation_forward(float* out, const float* inp, int64_t n, Activation act);
-// dinp [N] += act'(inp) · dout
-void activation_backward(float* dinp, const float* dout, const float* inp, int64_t n, Activation act);
+// dinp [N] += act'(inp) · dout   (= with GradInit::Overwrite; then dinp may alias dout)
+void activation_backward(float* dinp, const float* dout, const float* inp, int64_t n, Activation act,
+                         GradInit init = GradInit::Accumulate);
 
 namespace ref {
 void activation_forward(float* out, const float* inp, int64_t n, Activation act);

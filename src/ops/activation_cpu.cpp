@@ -25,11 +25,22 @@ void activation_forward(float* out, const float* inp, int64_t n, Activation act)
   }
 }
 
-void activation_backward(float* dinp, const float* dout, const float* inp, int64_t n, Activation act) {
+void activation_backward(float* dinp, const float* dout, const float* inp, int64_t n, Activation act,
+                         GradInit init) {
   STRETCH_CHECK(n >= 0, "activation n=" << n);
-  if (act == Activation::Relu) {
+  if (act == Activation::Relu && init == GradInit::Overwrite) {  // may run in place (dinp == dout)
+#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) dinp[i] = inp[i] > 0.f ? dout[i] : 0.f;
+  } else if (act == Activation::Relu) {
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) dinp[i] += inp[i] > 0.f ? dout[i] : 0.f;
+  } else if (init == GradInit::Overwrite) {
+#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelThreshold / 8)
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = inp[i];
+      const float g = 0.5f * (1.f + erff(x * kInvSqrt2)) + x * kInvSqrt2Pi * expf(-0.5f * x * x);
+      dinp[i] = g * dout[i];
+    }
   } else {
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelThreshold / 8)
     for (int64_t i = 0; i < n; ++i) {

@@ -39,6 +39,17 @@ void attention_check(const AttentionParams& p) {
   if (p.window < 0) fail_param("window", "must be >= 0 (0 = unlimited), got " + str(p.window), "");
   if (!(p.dropout.p >= 0.f && p.dropout.p < 1.f))
     fail_param("dropout.p", "must be in [0, 1), got " + str(p.dropout.p), "check --attention-dropout");
+  const struct {
+    const char* name;
+    RowStrides r;
+  } layouts[] = {{"layout.q", p.layout.q}, {"layout.kv", p.layout.kv}, {"layout.out", p.layout.out}};
+  for (const auto& [name, r] : layouts) {
+    const bool packed = r.batch == 0 && r.head == 0 && r.row == 0;
+    if (!packed && (r.row < p.d || r.head < 0 || r.batch < 0))
+      fail_param(name, "needs row >= D and head, batch >= 0 (got batch=" + str(r.batch) + " head=" + str(r.head) +
+                           " row=" + str(r.row) + ", D=" + str(p.d) + ")",
+                 "all zero means packed [B, H, T, D]");
+  }
   switch (p.bias) {
     case BiasPolicy::None:
       break;
@@ -97,5 +108,16 @@ int t5_bucket(int64_t rel, int num_buckets, int max_distance, AttentionMask mask
   const int large = max_exact + static_cast<int>(x);
   return ret + (large < nb - 1 ? large : nb - 1);
 }
+
+namespace {
+RowStrides resolved(const RowStrides& r, int64_t h, int64_t t, int64_t d) {
+  if (r.batch == 0 && r.head == 0 && r.row == 0) return {h * t * d, t * d, d};
+  return r;
+}
+}  // namespace
+
+RowStrides attention_rows_q(const AttentionParams& p) { return resolved(p.layout.q, p.h, p.t, p.d); }
+RowStrides attention_rows_kv(const AttentionParams& p) { return resolved(p.layout.kv, p.h, p.s, p.d); }
+RowStrides attention_rows_out(const AttentionParams& p) { return resolved(p.layout.out, p.h, p.t, p.d); }
 
 }  // namespace stretch::ops

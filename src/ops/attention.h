@@ -50,6 +50,7 @@
 #include <cstdint>
 
 #include "ops/dropout.h"
+#include "ops/grad_init.h"
 
 namespace stretch::ops {
 
@@ -70,6 +71,22 @@ struct T5Options {
   int max_distance = 128;
 };
 
+// Memory layout of the [.., D] operands: row t of head h in batch b starts at element
+//   b·batch + h·head + t·row
+// of the operand's pointer, its D values contiguous. All zero means packed [B, H, T, D] (row = D,
+// head = T·D, batch = H·T·D; S instead of T for k and v). The fused QKV projection's output
+// [B, T, 3·H·D] is read in place with row = 3·H·D, head = D, batch = T·3·H·D (k and v pointers at
+// +H·D and +2·H·D), and the output written as [B, T, H·D] (row = H·D, head = D, batch = T·H·D),
+// so no head split/merge copies are needed. lse is always packed [B, H, T].
+struct RowStrides {
+  int64_t batch = 0, head = 0, row = 0;
+};
+struct AttentionLayout {
+  RowStrides q;    // q and dq
+  RowStrides kv;   // k, v, dk and dv
+  RowStrides out;  // out and dout
+};
+
 struct AttentionParams {
   int64_t b = 0, h = 0, t = 0, s = 0, d = 0;  // B, H, T (queries), S (keys, S >= T), D
   float scale = 0.f;                          // 0 means 1/sqrt(D)
@@ -80,7 +97,13 @@ struct AttentionParams {
   int64_t window = 0;                         // W: 0 = unlimited; composes with every policy
   const uint8_t* key_padding = nullptr;       // [B, S] 1 = padded key (invisible); optional
   DropoutParams dropout{};                    // attention dropout on P (p = 0 at evaluation)
+  AttentionLayout layout{};                   // all zero: packed [B, H, T, D] operands
 };
+
+// The strides actually used: packed defaults filled in for an all-zero RowStrides.
+RowStrides attention_rows_q(const AttentionParams& p);
+RowStrides attention_rows_kv(const AttentionParams& p);
+RowStrides attention_rows_out(const AttentionParams& p);
 
 struct AttentionGrads {
   float* dslopes = nullptr;    // [H] += ∂L/∂slopes (Alibi/AlibiSym); null: slopes fixed
@@ -103,9 +126,11 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
                        const AttentionParams& p);
 // dq [B, H, T, D] +=, dk/dv [B, H, S, D] +=, extra (see AttentionGrads) +=;
 // dout/out [B, H, T, D], lse [B, H, T] from attention_forward with the same p.
+// init = Overwrite: dq, dk, dv are written (=), every element (the bias gradients still +=).
 void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& extra,
                         const float* dout, const float* q, const float* k, const float* v,
-                        const float* out, const float* lse, const AttentionParams& p);
+                        const float* out, const float* lse, const AttentionParams& p,
+                        GradInit init = GradInit::Accumulate);
 
 namespace ref {
 // The oracle: naive loops over an explicit [T, S] score matrix and [T, S] bias matrix per

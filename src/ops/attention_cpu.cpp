@@ -69,6 +69,10 @@ struct Geo {
   int64_t W;             // window, 0 = unlimited
   const uint8_t* pad;    // [B, S] or null
   DropoutParams dropout;
+  RowStrides qs, ks, os;  // row addressing of q/dq, k/v/dk/dv, out/dout (ops/attention.h)
+  int64_t q_at(int64_t bh) const { return (bh / H) * qs.batch + (bh % H) * qs.head; }
+  int64_t k_at(int64_t bh) const { return (bh / H) * ks.batch + (bh % H) * ks.head; }
+  int64_t o_at(int64_t bh) const { return (bh / H) * os.batch + (bh % H) * os.head; }
 };
 
 Geo make_geo(const AttentionParams& p) {
@@ -84,6 +88,9 @@ Geo make_geo(const AttentionParams& p) {
   g.W = p.window;
   g.pad = p.key_padding;
   g.dropout = p.dropout;
+  g.qs = attention_rows_q(p);
+  g.ks = attention_rows_kv(p);
+  g.os = attention_rows_out(p);
   return g;
 }
 
@@ -101,7 +108,7 @@ KeyRange row_keys(const Geo& g, int64_t pos) {
   return r;
 }
 
-// dst [B·H, n_kt, D, kBk] = src [B·H, S, D] transposed tile by tile (zero for keys ≥ S), so the
+// dst [B·H, n_kt, D, kBk] = src [B·H, S, D] (rows addressed by g.ks) transposed tile by tile (zero for keys ≥ S), so the
 // Kᵀ block of one key tile is contiguous (a strided [D, S] layout would put the D rows of a
 // tile S floats apart and alias them in L1).
 void pack_transposed(float* dst, const float* src, const Geo& g) {
@@ -109,11 +116,12 @@ void pack_transposed(float* dst, const float* src, const Geo& g) {
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < BH; ++bh)
     for (int64_t kt = 0; kt < g.n_kt; ++kt) {
-      const float* s = src + (bh * S + kt * kBk) * D;
+      const int64_t ld = g.ks.row;
+      const float* s = src + g.k_at(bh) + kt * kBk * ld;
       float* d = dst + (bh * g.n_kt + kt) * D * kBk;
       const int64_t nk = std::min<int64_t>(kBk, S - kt * kBk);
       for (int64_t dd = 0; dd < D; ++dd)
-        for (int64_t j = 0; j < kBk; ++j) d[dd * kBk + j] = j < nk ? s[j * D + dd] : 0.f;
+        for (int64_t j = 0; j < kBk; ++j) d[dd * kBk + j] = j < nk ? s[j * ld + dd] : 0.f;
     }
 }
 
@@ -147,9 +155,7 @@ inline void mask_row(float* s, int nk, const Geo& g, int64_t b, int64_t pos, int
 
 // Dropout factor Z for (b, h, i, j0 + jj), jj < nk: keep / (1 − p) or 0.
 inline void dropout_row(float* z, int nk, const Geo& g, int64_t bh, int64_t i, int64_t j0) {
-  const float inv = 1.f / (1.f - g.dropout.p);
-  const int64_t base = (bh * g.T + i) * g.S + j0;
-  for (int jj = 0; jj < nk; ++jj) z[jj] = dropout_keep(g.dropout, base + jj) ? inv : 0.f;
+  dropout_factors(g.dropout, (bh * g.T + i) * g.S + j0, nk, z);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -172,9 +178,10 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_ti
   const int mq = static_cast<int>(std::min<int64_t>(kBq, g.T - i0));
   const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
   const int64_t j_lo = row_keys(g, p0).lo, j_hi = row_keys(g, p1).hi;
-  const float* Q = q + (bh * g.T + i0) * D;
+  const int64_t ldq = g.qs.row, ldk = g.ks.row;
+  const float* Q = q + g.q_at(bh) + i0 * ldq;
   const float* Kt = kt_pack + bh * D * g.s_pad;  // [n_kt, D, kBk]
-  const float* V = v + bh * g.S * D;
+  const float* V = v + g.k_at(bh);
   const Eval ev(bs, h);
 
   std::fill(w.o, w.o + mq * D, 0.f);
@@ -186,7 +193,7 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_ti
     const int64_t j0 = kt * kBk;
     const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
     const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
-    tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q, D, Kt + kt * D * kBk, kBk, w.s, kBk);
+    tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q, ldq, Kt + kt * D * kBk, kBk, w.s, kBk);
     for (int r = 0; r < mq; ++r) {
       float* s = w.s + r * kBk;
       const int64_t pos = p0 + r;
@@ -218,10 +225,10 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_ti
         for (int jj = 0; jj < nk; ++jj) s[jj] *= w.z[jj];
       }
     }
-    tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.s, kBk, V + j0 * D, D, w.o, D);
+    tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.s, kBk, V + j0 * ldk, ldk, w.o, D);
   }
   for (int r = 0; r < mq; ++r) {
-    float* o = out + (bh * g.T + i0 + r) * D;
+    float* o = out + g.o_at(bh) + (i0 + r) * g.os.row;
     const float* acc = w.o + r * D;
     if (w.l[r] > 0.f) {
       const float inv = 1.f / w.l[r];
@@ -276,18 +283,21 @@ struct BwdScratch {
 template <class Eval>
 void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, int64_t bh, float* dq, float* dk,
                    float* dv, const float* dout, const float* q, const float* k, const float* lse,
-                   const float* delta, const float* kt_pack, const float* vt_pack, BwdScratch& w) {
+                   const float* delta, const float* kt_pack, const float* vt_pack, bool overwrite, BwdScratch& w) {
   const int64_t b = bh / g.H, h = bh % g.H, D = g.D, T = g.T;
-  const float* Q = q + bh * T * D;
-  const float* dO = dout + bh * T * D;
-  const float* K = k + bh * g.S * D;
+  const int64_t ldq = g.qs.row, ldk = g.ks.row, ldo = g.os.row;
+  const float* Q = q + g.q_at(bh);
+  const float* dO = dout + g.o_at(bh);
+  const float* K = k + g.k_at(bh);
   const float* Kt = kt_pack + bh * D * g.s_pad;
   const float* Vt = vt_pack + bh * D * g.s_pad;
-  float* dQ = dq + bh * T * D;
+  float* dQ = dq + g.q_at(bh);
   const bool learn = bs.n_params > 0;
   const Eval ev(bs, h);
   const float inf = std::numeric_limits<float>::infinity();
   attn::bias_grad_reset(bs, w.grad);
+  if (overwrite)  // dQ accumulates over key tiles below
+    for (int64_t i = 0; i < T; ++i) std::fill(dQ + i * ldq, dQ + i * ldq + D, 0.f);
 
   for (int64_t kt = 0; kt < g.n_kt; ++kt) {
     const int64_t j0 = kt * kBk;
@@ -299,7 +309,16 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
       if (!g.causal) i_lo = std::max<int64_t>(0, j0 - g.W + 1 - g.off);
       i_hi = std::min<int64_t>(T, j0 + nk + g.W - 1 - g.off);
     }
-    if (i_lo >= i_hi) continue;
+    float* dK = dk + g.k_at(bh) + j0 * ldk;
+    float* dV = dv + g.k_at(bh) + j0 * ldk;
+    if (i_lo >= i_hi) {  // no query sees these keys
+      if (overwrite)
+        for (int jj = 0; jj < nk; ++jj) {
+          std::fill(dK + jj * ldk, dK + jj * ldk + D, 0.f);
+          std::fill(dV + jj * ldk, dV + jj * ldk + D, 0.f);
+        }
+      continue;
+    }
     std::fill(w.dk, w.dk + nk * D, 0.f);
     std::fill(w.dv, w.dv + nk * D, 0.f);
     for (int64_t qt = i_lo / kBq; qt * kBq < i_hi; ++qt) {
@@ -307,9 +326,9 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
       const int mq = static_cast<int>(std::min<int64_t>(kBq, T - i0));
       const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
       const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
-      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q + i0 * D, D, Kt + kt * D * kBk, kBk, w.s,
+      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q + i0 * ldq, ldq, Kt + kt * D * kBk, kBk, w.s,
                                            kBk);
-      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), dO + i0 * D, D, Vt + kt * D * kBk, kBk,
+      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), dO + i0 * ldo, ldo, Vt + kt * D * kBk, kBk,
                                            w.dp, kBk);
       for (int r = 0; r < mq; ++r) {
         const int64_t i = i0 + r, pos = p0 + r;
@@ -336,17 +355,26 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
 #pragma omp simd
         for (int jj = 0; jj < nk; ++jj) dp[jj] *= g.scale;
       }
-      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.s, kBk, dO + i0 * D, D, w.dv, D);
-      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.dp, kBk, Q + i0 * D, D, w.dk, D);
-      tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * D, D, dQ + i0 * D,
-                                                 D);
+      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.s, kBk, dO + i0 * ldo, ldo, w.dv, D);
+      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.dp, kBk, Q + i0 * ldq, ldq, w.dk, D);
+      tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * ldk, ldk,
+                                                 dQ + i0 * ldq, ldq);
     }
-    float* dK = dk + (bh * g.S + j0) * D;
-    float* dV = dv + (bh * g.S + j0) * D;
+    for (int jj = 0; jj < nk; ++jj) {
+      float* dk_row = dK + jj * ldk;
+      float* dv_row = dV + jj * ldk;
+      const float* sk = w.dk + jj * D;
+      const float* sv = w.dv + jj * D;
+      if (overwrite) {
+        std::copy(sk, sk + D, dk_row);
+        std::copy(sv, sv + D, dv_row);
+      } else {
 #pragma omp simd
-    for (int64_t x = 0; x < nk * D; ++x) {
-      dK[x] += w.dk[x];
-      dV[x] += w.dv[x];
+        for (int64_t x = 0; x < D; ++x) {
+          dk_row[x] += sk[x];
+          dv_row[x] += sv[x];
+        }
+      }
     }
   }
 }
@@ -354,14 +382,15 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
 template <class Eval>
 void backward_run(const Geo& g, const BiasSetup& bs, const AttentionParams& p, const AttentionGrads& extra,
                   float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                  const float* v, const float* out, const float* lse) {
+                  const float* v, const float* out, const float* lse, bool overwrite) {
   const int64_t BH = g.B * g.H, D = g.D, T = g.T;
   PoolArray<float> delta(static_cast<size_t>(BH * T));
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < BH * T; ++r) {
+    const int64_t at = g.o_at(r / T) + (r % T) * g.os.row;
     float acc = 0.f;
 #pragma omp simd reduction(+ : acc)
-    for (int64_t d = 0; d < D; ++d) acc += dout[r * D + d] * out[r * D + d];
+    for (int64_t d = 0; d < D; ++d) acc += dout[at + d] * out[at + d];
     delta[r] = acc;
   }
   PoolArray<float> kt_pack(static_cast<size_t>(BH * D * g.s_pad));
@@ -386,7 +415,7 @@ void backward_run(const Geo& g, const BiasSetup& bs, const AttentionParams& p, c
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < BH; ++bh) {
       backward_head<Eval>(g, bs, pad_tile.data(), bh, dq, dk, dv, dout, q, k, lse, delta.data(), kt_pack.data(),
-                          vt_pack.data(), w);
+                          vt_pack.data(), overwrite, w);
       if (bs.n_params > 0) attn::bias_reduce_grad(bs, p, bh % g.H, w.grad, partial.data() + bh * bs.n_params);
     }
   }
@@ -415,18 +444,19 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 
 void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& extra, const float* dout,
                         const float* q, const float* k, const float* v, const float* out, const float* lse,
-                        const AttentionParams& p) {
+                        const AttentionParams& p, GradInit init) {
   const Geo g = make_geo(p);
+  const bool ow = init == GradInit::Overwrite;
   const BiasSetup bs = attn::bias_setup(p, wants_grad(p, extra));
   switch (bs.eval) {
     case BiasEval::None:
-      return backward_run<attn::EvalNone>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+      return backward_run<attn::EvalNone>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
     case BiasEval::Linear:
-      return backward_run<attn::EvalLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+      return backward_run<attn::EvalLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
     case BiasEval::SymLinear:
-      return backward_run<attn::EvalSymLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+      return backward_run<attn::EvalSymLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
     case BiasEval::Table:
-      return backward_run<attn::EvalTable>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse);
+      return backward_run<attn::EvalTable>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
   }
 }
 

@@ -23,6 +23,10 @@ struct Problem {
   int64_t B, H, T, S, D;
   double scale;
   bool causal;
+  RowStrides qs, ks, os;  // element of row t of (b, h): b·batch + h·head + t·row (ops/attention.h)
+  int64_t q_at(int64_t b, int64_t h) const { return b * qs.batch + h * qs.head; }
+  int64_t k_at(int64_t b, int64_t h) const { return b * ks.batch + h * ks.head; }
+  int64_t o_at(int64_t b, int64_t h) const { return b * os.batch + h * os.head; }
 };
 
 bool visible(const Problem& pr, int64_t b, int64_t i, int64_t j) {
@@ -72,9 +76,10 @@ struct HeadSoftmax {
   std::vector<double> bias, score, prob, lse;
 };
 
+// q, k: the (b, h) head's first row; rows pr.qs.row / pr.ks.row elements apart.
 template <class In>
 void head_softmax(const Problem& pr, int64_t b, int64_t h, const In* q, const In* k, HeadSoftmax& hs) {
-  const int64_t T = pr.T, S = pr.S, D = pr.D;
+  const int64_t T = pr.T, S = pr.S, D = pr.D, rq = pr.qs.row, rk = pr.ks.row;
   hs.bias.assign(T * S, 0.0);
   hs.score.assign(T * S, kNegInf);
   hs.prob.assign(T * S, 0.0);
@@ -85,7 +90,7 @@ void head_softmax(const Problem& pr, int64_t b, int64_t h, const In* q, const In
     for (int64_t j = 0; j < S; ++j) {
       if (!visible(pr, b, i, j)) continue;
       double dot = 0.0;
-      for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[i * D + d]) * static_cast<double>(k[j * D + d]);
+      for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[i * rq + d]) * static_cast<double>(k[j * rk + d]);
       hs.score[i * S + j] = pr.scale * dot + hs.bias[i * S + j];
     }
     double mx = kNegInf;
@@ -108,20 +113,30 @@ double dropout_factor(const Problem& pr, int64_t b, int64_t h, int64_t i, int64_
 
 Problem make_problem(const AttentionParams& p) {
   attention_check(p);
-  return Problem{p, p.b, p.h, p.t, p.s, p.d, static_cast<double>(attention_scale(p)), p.mask == AttentionMask::Causal};
+  return Problem{p,
+                 p.b,
+                 p.h,
+                 p.t,
+                 p.s,
+                 p.d,
+                 static_cast<double>(attention_scale(p)),
+                 p.mask == AttentionMask::Causal,
+                 attention_rows_q(p),
+                 attention_rows_kv(p),
+                 attention_rows_out(p)};
 }
 
 template <class In, class Out>
 void forward_impl(Out* out, Out* lse, const In* q, const In* k, const In* v, const AttentionParams& p) {
   const Problem pr = make_problem(p);
-  const int64_t T = pr.T, S = pr.S, D = pr.D;
+  const int64_t T = pr.T, S = pr.S, D = pr.D, rk = pr.ks.row, ro = pr.os.row;
   HeadSoftmax hs;
   for (int64_t b = 0; b < pr.B; ++b) {
     for (int64_t h = 0; h < pr.H; ++h) {
       const int64_t bh = b * pr.H + h;
-      const In* qh = q + bh * T * D;
-      const In* kh = k + bh * S * D;
-      const In* vh = v + bh * S * D;
+      const In* qh = q + pr.q_at(b, h);
+      const In* kh = k + pr.k_at(b, h);
+      const In* vh = v + pr.k_at(b, h);
       head_softmax(pr, b, h, qh, kh, hs);
       for (int64_t i = 0; i < T; ++i) {
         lse[bh * T + i] = static_cast<Out>(hs.lse[i]);
@@ -129,9 +144,9 @@ void forward_impl(Out* out, Out* lse, const In* q, const In* k, const In* v, con
           double acc = 0.0;
           for (int64_t j = 0; j < S; ++j) {
             const double pz = hs.prob[i * S + j] * dropout_factor(pr, b, h, i, j);
-            acc += pz * static_cast<double>(vh[j * D + d]);
+            acc += pz * static_cast<double>(vh[j * rk + d]);
           }
-          out[(bh * T + i) * D + d] = static_cast<Out>(acc);
+          out[pr.o_at(b, h) + i * ro + d] = static_cast<Out>(acc);
         }
       }
     }
@@ -142,16 +157,15 @@ template <class In, class Out, class ParamOut>
 void backward_impl(Out* dq, Out* dk, Out* dv, ParamOut* dslopes, ParamOut* dt5_table, const In* dout,
                    const In* q, const In* k, const In* v, const AttentionParams& p) {
   const Problem pr = make_problem(p);
-  const int64_t T = pr.T, S = pr.S, D = pr.D, H = pr.H;
+  const int64_t T = pr.T, S = pr.S, D = pr.D, H = pr.H, rq = pr.qs.row, rk = pr.ks.row, ro = pr.os.row;
   HeadSoftmax hs;
   std::vector<double> dp(T * S), ds(T * S);
   for (int64_t b = 0; b < pr.B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
-      const int64_t bh = b * H + h;
-      const In* qh = q + bh * T * D;
-      const In* kh = k + bh * S * D;
-      const In* vh = v + bh * S * D;
-      const In* doh = dout + bh * T * D;
+      const In* qh = q + pr.q_at(b, h);
+      const In* kh = k + pr.k_at(b, h);
+      const In* vh = v + pr.k_at(b, h);
+      const In* doh = dout + pr.o_at(b, h);
       head_softmax(pr, b, h, qh, kh, hs);
       // dP_ij = (dout_i · v_j) Z_ij ; delta_i = Σ_j P_ij dP_ij ; dS_ij = P_ij (dP_ij − delta_i)
       for (int64_t i = 0; i < T; ++i) {
@@ -159,7 +173,7 @@ void backward_impl(Out* dq, Out* dk, Out* dv, ParamOut* dslopes, ParamOut* dt5_t
         for (int64_t j = 0; j < S; ++j) {
           double dot = 0.0;
           if (hs.prob[i * S + j] != 0.0)
-            for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(doh[i * D + d]) * static_cast<double>(vh[j * D + d]);
+            for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(doh[i * ro + d]) * static_cast<double>(vh[j * rk + d]);
           dp[i * S + j] = dot * dropout_factor(pr, b, h, i, j);
           delta += hs.prob[i * S + j] * dp[i * S + j];
         }
@@ -168,18 +182,18 @@ void backward_impl(Out* dq, Out* dk, Out* dv, ParamOut* dslopes, ParamOut* dt5_t
       for (int64_t i = 0; i < T; ++i)
         for (int64_t d = 0; d < D; ++d) {
           double acc = 0.0;
-          for (int64_t j = 0; j < S; ++j) acc += ds[i * S + j] * static_cast<double>(kh[j * D + d]);
-          dq[(bh * T + i) * D + d] += static_cast<Out>(pr.scale * acc);
+          for (int64_t j = 0; j < S; ++j) acc += ds[i * S + j] * static_cast<double>(kh[j * rk + d]);
+          dq[pr.q_at(b, h) + i * rq + d] += static_cast<Out>(pr.scale * acc);
         }
       for (int64_t j = 0; j < S; ++j)
         for (int64_t d = 0; d < D; ++d) {
           double acc_k = 0.0, acc_v = 0.0;
           for (int64_t i = 0; i < T; ++i) {
-            acc_k += ds[i * S + j] * static_cast<double>(qh[i * D + d]);
-            acc_v += hs.prob[i * S + j] * dropout_factor(pr, b, h, i, j) * static_cast<double>(doh[i * D + d]);
+            acc_k += ds[i * S + j] * static_cast<double>(qh[i * rq + d]);
+            acc_v += hs.prob[i * S + j] * dropout_factor(pr, b, h, i, j) * static_cast<double>(doh[i * ro + d]);
           }
-          dk[(bh * S + j) * D + d] += static_cast<Out>(pr.scale * acc_k);
-          dv[(bh * S + j) * D + d] += static_cast<Out>(acc_v);
+          dk[pr.k_at(b, h) + j * rk + d] += static_cast<Out>(pr.scale * acc_k);
+          dv[pr.k_at(b, h) + j * rk + d] += static_cast<Out>(acc_v);
         }
       // Bias parameters: ∂score/∂slope_h = −slope_scale·f(dist); ∂score/∂table[bucket, h] = 1.
       if (dslopes != nullptr && (p.bias == BiasPolicy::Alibi || p.bias == BiasPolicy::AlibiSym)) {

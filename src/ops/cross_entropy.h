@@ -7,6 +7,8 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/grad_init.h"
+
 namespace stretch::ops {
 
 enum class Reduction : uint8_t { Sum, Mean };
@@ -27,8 +29,11 @@ struct CrossEntropyResult {
 CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
                                          const CrossEntropyDims& d);
 // dlogits [N, V] += dloss · (softmax(logits) − onehot(target)) / (count if Mean); ignored rows get 0.
+// With GradInit::Overwrite dlogits is written (=), and may alias logits (the gradient replaces
+// the logits in place: training's output layer needs no second [N, V] buffer).
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
-                            float dloss, int64_t count, const CrossEntropyDims& d);
+                            float dloss, int64_t count, const CrossEntropyDims& d,
+                            GradInit init = GradInit::Accumulate);
 
 namespace ref {
 CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,

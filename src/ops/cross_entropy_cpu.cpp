@@ -3,6 +3,7 @@
 // (vectorised), a rescale of the running sum when the max grows (online softmax), then Σ exp of
 // the chunk (libmvec expf). Row sums and the loss reduction in double.
 // Backward: OpenMP over rows, dlogits += scale·exp(x − lse) vectorised, then −scale at the target.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -81,7 +82,7 @@ CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float*
 }
 
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
-                            float dloss, int64_t count, const CrossEntropyDims& d) {
+                            float dloss, int64_t count, const CrossEntropyDims& d, GradInit init) {
   check_targets(targets, d);
   const float scale = d.reduction == Reduction::Mean
                           ? (count ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(count)) : 0.f)
@@ -90,6 +91,19 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
 #pragma omp parallel for schedule(static) if (d.n * V > cpu::kParallelThreshold / 4)
   for (int64_t n = 0; n < d.n; ++n) {
     const int32_t t = targets[n];
+    if (init == GradInit::Overwrite) {  // no __restrict: g may alias x (in place)
+      const float* x = logits + n * V;
+      float* g = dlogits + n * V;
+      if (t == d.ignore_index) {
+        std::fill(g, g + V, 0.f);
+        continue;
+      }
+      const float l = lse[n];
+#pragma omp simd
+      for (int64_t v = 0; v < V; ++v) g[v] = scale * expf(x[v] - l);
+      g[t] -= scale;
+      continue;
+    }
     if (t == d.ignore_index) continue;
     const float* __restrict x = logits + n * V;
     float* __restrict g = dlogits + n * V;

@@ -1,14 +1,21 @@
 // ops/gemm.h — the one GEMM interface of stretch. Everything that multiplies matrices calls
 // gemm() or gemm_batched(); the library behind it (oneDNN today, chosen by measurement: see
 // docs/architecture.md) can be swapped here without touching callers.
-// Row-major: C[M, N] = alpha · op(A) · op(B) + beta · C, op(X) = X or Xᵀ.
+// Row-major: C[M, N] = epi(alpha · op(A) · op(B) + bias + beta · C), op(X) = X or Xᵀ.
 //   A is [M, K] (or [K, M] if trans_a), B is [K, N] (or [N, K] if trans_b).
+//   bias [N] (optional, added to every row; needs alpha = 1 and beta = 0), epi = ReLU or none.
+// Precision Bf16: A and B are rounded to bf16 (round to nearest even) and their products summed
+// in fp32; bias, C and the result stay fp32 (mixed precision as torch.autocast does it on CPU).
+// Fast path: dnnl_sgemm for plain fp32 products; oneDNN's matmul primitive (cached per shape)
+// when there is a bias, an epilogue or bf16.
 #pragma once
 #include <cstdint>
 
 namespace stretch::ops {
 
 enum class Trans : uint8_t { No, Yes };
+enum class GemmEpilogue : uint8_t { None, Relu };
+enum class GemmPrecision : uint8_t { Fp32, Bf16 };
 
 struct GemmParams {
   Trans trans_a = Trans::No;
@@ -17,11 +24,15 @@ struct GemmParams {
   float alpha = 1.0f;
   float beta = 0.0f;   // 1.0 accumulates into C
   int64_t lda = 0, ldb = 0, ldc = 0;  // 0 = packed (the natural leading dimension)
+  const float* bias = nullptr;        // [N] or null
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  GemmPrecision precision = GemmPrecision::Fp32;
 };
 
-// Fast path (oneDNN sgemm, multi-threaded over the OpenMP pool).
+// Fast path (oneDNN, multi-threaded over the OpenMP pool).
 void gemm(const GemmParams& p, const float* a, const float* b, float* c);
-// Naive triple loop with double accumulation: the oracle, kept forever.
+// Naive triple loop with double accumulation (inputs rounded to bf16 first under Bf16): the
+// oracle, kept forever.
 void gemm_reference(const GemmParams& p, const float* a, const float* b, float* c);
 
 // `batch` independent GEMMs with element strides between consecutive A, B, C matrices.
@@ -30,5 +41,10 @@ struct BatchStrides {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 void gemm_batched(const GemmParams& p, const BatchStrides& s, const float* a, const float* b, float* c);
+
+// The precision of the model's matrix products (the linear layers; attention's tile products
+// and everything else stay fp32). Process-wide, set once by `stretch train/eval-lm --bf16`.
+void set_matmul_precision(GemmPrecision p);
+GemmPrecision matmul_precision();
 
 }  // namespace stretch::ops

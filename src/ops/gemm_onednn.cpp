@@ -1,28 +1,147 @@
-// ops/gemm_onednn.cpp — gemm() on oneDNN's dnnl_sgemm (row-major, OpenMP-threaded).
+// ops/gemm_onednn.cpp — gemm() on oneDNN: dnnl_sgemm for plain fp32 products (the fastest
+// route measured for the vocabulary shape), the matmul primitive for a bias, a ReLU epilogue or
+// bf16 inputs. Matmul primitives are created once per (shape, strides, options) and cached;
+// bf16 inputs are converted into pool buffers per call (a memory pass over A and B, small next
+// to the 2·M·N·K products).
 #include <oneapi/dnnl/dnnl.h>
 
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <unordered_map>
+
 #include "core/error.h"
+#include "ops/cpu_util.h"
 #include "ops/gemm.h"
+#include "tensor/dtype.h"
 
 namespace stretch::ops {
 namespace {
+
 int64_t lead(int64_t given, int64_t natural) { return given > 0 ? given : natural; }
+
+GemmPrecision g_precision = GemmPrecision::Fp32;
+
+// rows × cols floats (leading dimension ld) -> packed bf16 [rows, cols], round to nearest even.
+void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld) {
+#pragma omp parallel for schedule(static) if (rows * cols > cpu::kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint32_t* s = reinterpret_cast<const uint32_t*>(src + r * ld);
+    uint16_t* d = dst + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint32_t u = s[c];
+      const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+      const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+      d[c] = static_cast<uint16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
+    }
+  }
+}
+
+struct Engine {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+Engine& engine() {
+  static Engine* e = new Engine();  // never destroyed (primitives may outlive static order)
+  return *e;
+}
+
+struct Matmul {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+
+using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int64_t, int64_t, int64_t, int, int, int, float, float>;
+
+Matmul& matmul_for(const GemmParams& p, int64_t lda, int64_t ldb, int64_t ldc, bool bf16) {
+  static std::mutex mutex;
+  static std::map<Key, Matmul>* cache = new std::map<Key, Matmul>();
+  const bool ta = p.trans_a == Trans::Yes, tb = p.trans_b == Trans::Yes;
+  // bf16 inputs are packed copies: natural leading dimensions.
+  const int64_t la = bf16 ? (ta ? p.m : p.k) : lda, lb = bf16 ? (tb ? p.k : p.n) : ldb;
+  const Key key{p.m, p.n, p.k, ta, tb, la, lb, ldc, p.bias != nullptr, static_cast<int>(p.epilogue), bf16, p.alpha,
+                p.beta};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second;
+  using dt = dnnl::memory::data_type;
+  const dt in = bf16 ? dt::bf16 : dt::f32;
+  const dnnl::memory::desc a_md({p.m, p.k}, in, ta ? dnnl::memory::dims{1, la} : dnnl::memory::dims{la, 1});
+  const dnnl::memory::desc b_md({p.k, p.n}, in, tb ? dnnl::memory::dims{1, lb} : dnnl::memory::dims{lb, 1});
+  const dnnl::memory::desc c_md({p.m, p.n}, dt::f32, dnnl::memory::dims{ldc, 1});
+  dnnl::post_ops po;
+  if (p.beta != 0.f) po.append_sum(p.beta);
+  if (p.epilogue == GemmEpilogue::Relu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  if (p.alpha != 1.f) attr.set_output_scales(0, {p.alpha});
+  const dnnl::matmul::desc desc = p.bias ? dnnl::matmul::desc(a_md, b_md, dnnl::memory::desc({1, p.n}, dt::f32, dnnl::memory::dims{p.n, 1}), c_md)
+                                         : dnnl::matmul::desc(a_md, b_md, c_md);
+  const dnnl::matmul::primitive_desc pd(desc, attr, engine().engine);
+  return cache->emplace(key, Matmul{pd, dnnl::matmul(pd)}).first->second;
+}
+
+void gemm_matmul(const GemmParams& p, const float* a, const float* b, float* c, int64_t lda, int64_t ldb,
+                 int64_t ldc) {
+  const bool bf16 = p.precision == GemmPrecision::Bf16;
+  const bool ta = p.trans_a == Trans::Yes, tb = p.trans_b == Trans::Yes;
+  Matmul& mm = matmul_for(p, lda, ldb, ldc, bf16);
+  const dnnl::matmul::primitive_desc& pd = mm.pd;
+  Engine& e = engine();
+  void* a_ptr = const_cast<float*>(a);
+  void* b_ptr = const_cast<float*>(b);
+  const size_t a_n = static_cast<size_t>(p.m * p.k), b_n = static_cast<size_t>(p.k * p.n);
+  cpu::Scratch a_buf(bf16 ? static_cast<int64_t>((a_n + 1) / 2) : 0), b_buf(bf16 ? static_cast<int64_t>((b_n + 1) / 2) : 0);
+  if (bf16) {
+    auto* a16 = reinterpret_cast<uint16_t*>(a_buf.data());
+    auto* b16 = reinterpret_cast<uint16_t*>(b_buf.data());
+    to_bf16(a16, a, ta ? p.k : p.m, ta ? p.m : p.k, lda);
+    to_bf16(b16, b, tb ? p.n : p.k, tb ? p.k : p.n, ldb);
+    a_ptr = a16;
+    b_ptr = b16;
+  }
+  dnnl::memory a_mem(pd.src_desc(), e.engine, a_ptr), b_mem(pd.weights_desc(), e.engine, b_ptr),
+      c_mem(pd.dst_desc(), e.engine, c);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
+  if (p.bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(pd.bias_desc(), e.engine, const_cast<float*>(p.bias)));
+  mm.prim.execute(e.stream, args);
+  e.stream.wait();
+}
+
 }  // namespace
+
+void set_matmul_precision(GemmPrecision p) { g_precision = p; }
+GemmPrecision matmul_precision() { return g_precision; }
 
 void gemm(const GemmParams& p, const float* a, const float* b, float* c) {
   if (p.m == 0 || p.n == 0) return;
+  STRETCH_CHECK(!p.bias || (p.alpha == 1.f && p.beta == 0.f), "gemm: a bias needs alpha = 1 and beta = 0");
+  STRETCH_CHECK(p.epilogue == GemmEpilogue::None || p.beta == 0.f, "gemm: an epilogue needs beta = 0");
   const bool ta = p.trans_a == Trans::Yes, tb = p.trans_b == Trans::Yes;
   const int64_t lda = lead(p.lda, ta ? p.m : p.k);
   const int64_t ldb = lead(p.ldb, tb ? p.k : p.n);
   const int64_t ldc = lead(p.ldc, p.n);
-  if (p.k == 0) {  // C = beta·C; oneDNN also handles it, but be explicit
+  if (p.k == 0) {  // C = epi(bias + beta·C)
     for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t j = 0; j < p.n; ++j) c[i * ldc + j] = p.beta == 0.f ? 0.f : p.beta * c[i * ldc + j];
+      for (int64_t j = 0; j < p.n; ++j) {
+        float v = (p.beta == 0.f ? 0.f : p.beta * c[i * ldc + j]) + (p.bias ? p.bias[j] : 0.f);
+        c[i * ldc + j] = p.epilogue == GemmEpilogue::Relu && v < 0.f ? 0.f : v;
+      }
     return;
   }
-  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', p.m, p.n, p.k, p.alpha, a, lda, b, ldb,
-                                p.beta, c, ldc);
-  STRETCH_CHECK(st == dnnl_success, "dnnl_sgemm failed with status " << static_cast<int>(st));
+  if (p.precision == GemmPrecision::Fp32 && !p.bias && p.epilogue == GemmEpilogue::None) {
+    dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', p.m, p.n, p.k, p.alpha, a, lda, b, ldb, p.beta, c, ldc);
+    STRETCH_CHECK(st == dnnl_success, "dnnl_sgemm failed with status " << static_cast<int>(st));
+    return;
+  }
+  try {
+    gemm_matmul(p, a, b, c, lda, ldb, ldc);
+  } catch (const dnnl::error& e) {
+    throw Error(ErrorKind::Internal, std::string("oneDNN matmul failed: ") + e.what(),
+                "bf16 needs a CPU with AVX-512 (bf16 emulation) or AMX/AVX512_BF16; run without --bf16");
+  }
 }
 
 void gemm_batched(const GemmParams& p, const BatchStrides& s, const float* a, const float* b, float* c) {

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/grad_init.h"
+
 namespace stretch::ops {
 
 struct LayerNormDims {
@@ -14,9 +16,10 @@ struct LayerNormDims {
 // out [N, C], mean [N], rstd [N] = layernorm(inp [N, C]; weight [C], bias [C])
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, const LayerNormDims& d);
-// dinp [N, C] +=, dweight [C] +=, dbias [C] += (any may be null)
+// dinp [N, C] += (= with dinp_init Overwrite), dweight [C] +=, dbias [C] += (any may be null)
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, const LayerNormDims& d);
+                        const float* weight, const float* mean, const float* rstd, const LayerNormDims& d,
+                        GradInit dinp_init = GradInit::Accumulate);
 
 namespace ref {
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,

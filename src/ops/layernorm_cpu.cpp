@@ -17,9 +17,9 @@ void check_dims(const LayerNormDims& d) {
   STRETCH_CHECK(d.n >= 0 && d.c > 0, "layernorm dims n=" << d.n << " c=" << d.c);
 }
 
-// One row's dinp (+=); returns nothing. xhat recomputed from the saved mean and rstd.
+// One row's dinp (+=, or = when overwrite); xhat recomputed from the saved mean and rstd.
 inline void row_backward(float* __restrict dx, const float* __restrict x, const float* __restrict dy,
-                         const float* __restrict w, float m, float r, int64_t C) {
+                         const float* __restrict w, float m, float r, int64_t C, bool overwrite) {
   float g_sum = 0.f, gx_sum = 0.f;
 #pragma omp simd reduction(+ : g_sum, gx_sum)
   for (int64_t c = 0; c < C; ++c) {
@@ -33,7 +33,8 @@ inline void row_backward(float* __restrict dx, const float* __restrict x, const 
   for (int64_t c = 0; c < C; ++c) {
     const float xhat = (x[c] - m) * r;
     const float g = (w ? w[c] : 1.f) * dy[c];
-    dx[c] += r * (g - g_mean - xhat * gx_mean);
+    const float v = r * (g - g_mean - xhat * gx_mean);
+    dx[c] = overwrite ? v : dx[c] + v;
   }
 }
 
@@ -74,14 +75,16 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, const LayerNormDims& d) {
+                        const float* weight, const float* mean, const float* rstd, const LayerNormDims& d,
+                        GradInit dinp_init) {
   check_dims(d);
   const int64_t C = d.c;
+  const bool overwrite = dinp_init == GradInit::Overwrite;
   if (!dweight && !dbias) {
     if (!dinp) return;
 #pragma omp parallel for schedule(static) if (d.n * C > cpu::kParallelThreshold)
     for (int64_t n = 0; n < d.n; ++n)
-      row_backward(dinp + n * C, inp + n * C, dout + n * C, weight, mean[n], rstd[n], C);
+      row_backward(dinp + n * C, inp + n * C, dout + n * C, weight, mean[n], rstd[n], C, overwrite);
     return;
   }
   // acc [2C]: dweight contributions then dbias contributions.
@@ -92,7 +95,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     const float* __restrict x = inp + n * C;
     const float* __restrict dy = dout + n * C;
     const float m = mean[n], r = rstd[n];
-    if (dinp) row_backward(dinp + n * C, x, dy, weight, m, r, C);
+    if (dinp) row_backward(dinp + n * C, x, dy, weight, m, r, C, overwrite);
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       acc[c] += dy[c] * ((x[c] - m) * r);

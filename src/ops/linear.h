@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/grad_init.h"
+
 namespace stretch::ops {
 
 struct LinearDims {
@@ -12,14 +14,21 @@ struct LinearDims {
   int64_t out_features = 0;  // O
 };
 
-// out [N, O] = inp [N, I] · weight [O, I]ᵀ + bias [O] (bias may be null)
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d);
-// dinp [N, I] += dout · W;  dweight [O, I] += doutᵀ · inp;  dbias [O] += Σ_n dout
+// What linear_forward applies to each output after the bias (the FFN's fc1 + ReLU in one op).
+// ReLU's backward needs only the output (relu'(x) = [relu(x) > 0]), so a fused fc1 keeps no
+// pre-activation: activation_backward(d, d, out, n, Relu, Overwrite) turns dout into dpre in place.
+enum class LinearEpilogue : uint8_t { None, Relu };
+
+// out [N, O] = epi(inp [N, I] · weight [O, I]ᵀ + bias [O]) (bias may be null)
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d,
+                    LinearEpilogue epi = LinearEpilogue::None);
+// dinp [N, I] += dout · W (= with dinp_init Overwrite);  dweight [O, I] += doutᵀ · inp;  dbias [O] += Σ_n dout
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, const LinearDims& d);
+                     const float* weight, const LinearDims& d, GradInit dinp_init = GradInit::Accumulate);
 
 namespace ref {
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d);
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d,
+                    LinearEpilogue epi = LinearEpilogue::None);
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, const LinearDims& d);
 // float64 instantiations of the same reference, for finite-difference gradient checks.

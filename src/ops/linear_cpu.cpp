@@ -1,6 +1,6 @@
 // ops/linear_cpu.cpp — linear on the one GEMM interface (ops/gemm.h, oneDNN sgemm).
-// Forward: out rows are filled with the bias, then one GEMM accumulates x·Wᵀ into them (beta = 1),
-// so the bias costs one streaming write instead of a read-modify-write pass after the GEMM.
+// Forward: one GEMM with the bias (and the fused ReLU) in its epilogue (oneDNN's matmul primitive),
+// so neither costs a pass over the output. Products in ops::matmul_precision() (fp32 or bf16).
 // Backward: two GEMMs with beta = 1 (accumulate, the += contract) and a thread-count-independent
 // column sum for dbias (cpu::reduce_rows).
 #include "core/error.h"
@@ -16,37 +16,38 @@ void check_dims(const LinearDims& d) {
 }
 }  // namespace
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d) {
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d,
+                    LinearEpilogue epi) {
   check_dims(d);
   const int64_t N = d.n, I = d.in_features, O = d.out_features;
   if (N == 0 || O == 0) return;
-  float beta = 0.f;
-  if (bias) {
-#pragma omp parallel for schedule(static) if (N * O > cpu::kParallelThreshold)
-    for (int64_t n = 0; n < N; ++n) {
-      float* row = out + n * O;
-#pragma omp simd
-      for (int64_t o = 0; o < O; ++o) row[o] = bias[o];
-    }
-    beta = 1.f;
-  }
-  // out [N, O] (+)= inp [N, I] · weight [O, I]ᵀ
-  gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::Yes, .m = N, .n = O, .k = I, .alpha = 1.f, .beta = beta},
+  // out [N, O] = epi(inp [N, I] · weight [O, I]ᵀ + bias): bias and ReLU in the GEMM's epilogue.
+  gemm(GemmParams{.trans_a = Trans::No,
+                  .trans_b = Trans::Yes,
+                  .m = N,
+                  .n = O,
+                  .k = I,
+                  .bias = bias,
+                  .epilogue = epi == LinearEpilogue::Relu ? GemmEpilogue::Relu : GemmEpilogue::None,
+                  .precision = matmul_precision()},
        inp, weight, out);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, const LinearDims& d) {
+                     const float* weight, const LinearDims& d, GradInit dinp_init) {
   check_dims(d);
   const int64_t N = d.n, I = d.in_features, O = d.out_features;
   if (dinp && N > 0 && I > 0) {
-    // dinp [N, I] += dout [N, O] · weight [O, I]
-    gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::No, .m = N, .n = I, .k = O, .alpha = 1.f, .beta = 1.f},
+    // dinp [N, I] (+)= dout [N, O] · weight [O, I]   (beta 0 overwrites; O = 0 then writes zeros)
+    const float beta = dinp_init == GradInit::Accumulate ? 1.f : 0.f;
+    gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::No, .m = N, .n = I, .k = O, .alpha = 1.f, .beta = beta,
+                    .precision = matmul_precision()},
          dout, weight, dinp);
   }
   if (dweight && O > 0 && I > 0) {
     // dweight [O, I] += dout [N, O]ᵀ · inp [N, I]
-    gemm(GemmParams{.trans_a = Trans::Yes, .trans_b = Trans::No, .m = O, .n = I, .k = N, .alpha = 1.f, .beta = 1.f},
+    gemm(GemmParams{.trans_a = Trans::Yes, .trans_b = Trans::No, .m = O, .n = I, .k = N, .alpha = 1.f, .beta = 1.f,
+                    .precision = matmul_precision()},
          dout, inp, dweight);
   }
   if (dbias && N > 0 && O > 0) {

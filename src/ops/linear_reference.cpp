@@ -47,8 +47,11 @@ void backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const 
 
 }  // namespace
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d) {
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d,
+                    LinearEpilogue epi) {
   forward(out, inp, weight, bias, d);
+  if (epi == LinearEpilogue::Relu)
+    for (int64_t i = 0; i < d.n * d.out_features; ++i) out[i] = out[i] > 0.f ? out[i] : 0.f;
 }
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, const LinearDims& d) {

@@ -26,6 +26,14 @@ double grad_norm(std::span<const OptimParam> params);
 // grad *= factor (rounded to float once, like torch's mul_ by a Python float).
 void multiply_grads(std::span<const OptimParam> params, double factor);
 
+// fairseq's train_step normalisation (multiply_grads(factor), then clip_grad_norm(max_norm)) in
+// two passes over the gradients instead of four: the norm of the unscaled gradients (one read),
+// then one multiply by factor·coef. Returns the norm of the scaled gradients before clipping
+// (factor · ‖g‖, fairseq's gnorm). A non-finite norm means some gradient is NaN or ±inf: the
+// gradients are left untouched and the norm is returned as is (the caller skips the update).
+// Equal to the two-call form up to one float rounding per element (one multiply instead of two).
+double scale_and_clip_grads(std::span<const OptimParam> params, double factor, double max_norm);
+
 // True when some grad element is NaN or ±inf.
 bool grads_have_nonfinite(std::span<const OptimParam> params);
 

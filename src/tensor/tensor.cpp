@@ -37,6 +37,18 @@ Tensor Tensor::view(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::slice_rows(int64_t start, int64_t count) const {
+  STRETCH_CHECK(rank() >= 1 && start >= 0 && count >= 0 && start + count <= shape_[0],
+                "slice_rows [" << start << ", " << start + count << ") of " << shape_.str());
+  std::vector<int64_t> dims = shape_.dims();
+  const size_t row_bytes = dims[0] > 0 ? nbytes() / static_cast<size_t>(dims[0]) : 0;
+  dims[0] = count;
+  Tensor t = *this;
+  t.shape_ = Shape(dims);
+  t.offset_bytes_ += static_cast<size_t>(start) * row_bytes;
+  return t;
+}
+
 Tensor Tensor::clone() const {
   Tensor t = empty(shape_, dtype_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());

@@ -59,6 +59,8 @@ class Tensor {
 
   // Same buffer, new shape with the same numel (a view; no copy).
   Tensor view(Shape shape) const;
+  // Rows [start, start + count) along dim 0: a contiguous view sharing the buffer (no copy).
+  Tensor slice_rows(int64_t start, int64_t count) const;
   Tensor clone() const;
   void zero_();
   void fill_(float v);

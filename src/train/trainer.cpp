@@ -15,6 +15,7 @@
 #include "autograd/tape.h"
 #include "core/log.h"
 #include "dist/world.h"
+#include "ops/gemm.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
 #include "train/optim_settings.h"
@@ -209,6 +210,8 @@ int run_training(TrainConfig c) {
       log_info("resumed from " + from + " at update " + std::to_string(state.num_updates) + ", epoch " +
                std::to_string(state.epoch) + ", batch " + std::to_string(state.next_batch));
   }
+  if (world.is_main() && ops::matmul_precision() == ops::GemmPrecision::Bf16)
+    log_info("bf16 matrix products (fp32 accumulation); weights, optimizer state and checkpoints in fp32");
   if (world.is_main())
     log_info("model " + c.model.arch + " pos=" + models::pos_method_name(c.model.pos) + ": " +
              std::to_string(model.params().numel()) + " parameters, vocabulary " + std::to_string(data.vocab_size));

@@ -30,7 +30,8 @@ UpdateResult train_update(models::TransformerLM& model, std::span<const LmBatch>
                                                  .seed = params.seed,
                                                  .step = static_cast<uint64_t>(state.num_updates),
                                                  .micro = static_cast<uint64_t>(i)});
-    autograd::Var loss = autograd::cross_entropy(logits, b.tgt, params.pad, ops::Reduction::Sum);
+    autograd::Var loss = autograd::cross_entropy(logits, b.tgt, params.pad, ops::Reduction::Sum, nullptr,
+                                                      autograd::LogitsBuffer::ReuseForGradient);
     autograd::tape().backward(loss);
     sums[0] += loss.value().f32()[0];
     sums[1] += static_cast<double>(b.ntokens);
@@ -42,13 +43,15 @@ UpdateResult train_update(models::TransformerLM& model, std::span<const LmBatch>
   r.loss_sum = sums[0];
   r.ntokens = sums[1];
   r.nsentences = sums[2];
-  if (!std::isfinite(r.loss_sum) || optim::grads_have_nonfinite(ps)) {
+  // grads / ntokens and clipping in two passes (the norm's pass also finds non-finite grads).
+  r.gnorm = std::isfinite(r.loss_sum)
+                ? optim::scale_and_clip_grads(ps, 1.0 / std::max(r.ntokens, 1.0), params.clip_norm)
+                : NAN;
+  if (!std::isfinite(r.gnorm)) {
     r.outcome = UpdateOutcome::SkippedNonFinite;
     r.gnorm = NAN;
     return r;
   }
-  optim::multiply_grads(ps, 1.0 / std::max(r.ntokens, 1.0));
-  r.gnorm = optim::clip_grad_norm(ps, params.clip_norm);
   optimizer.step(ps, r.lr);
   state.num_updates += 1;
   return r;

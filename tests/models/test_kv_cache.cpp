@@ -55,6 +55,35 @@ INSTANTIATE_TEST_SUITE_P(AllPositions, KvCache_,
                          [](const auto& info) { return std::string(pos_method_name(info.param)); });
 
 // Learned positions past their table are the published failure: a clear usage error, not a crash.
+// q_proj, k_proj and v_proj are views of one fused [3C, C] weight (rows q; k; v) and so are their
+// gradients: writing a named parameter (as a checkpoint load does) changes the fused rows, and
+// zero_grad clears the fused gradient.
+TEST(TransformerLM, QkvParametersAreViewsOfTheFusedWeight) {
+  models::TransformerLMConfig c = models::preset("transformer_lm_tiny");
+  c.vocab_size = 50;
+  models::TransformerLM model(c);
+  model.init(1);
+  const int64_t C = c.decoder_embed_dim;
+  const auto& P = model.params();
+  const autograd::Var& q = P.get("decoder.layers.1.self_attn.q_proj.weight");
+  const autograd::Var& k = P.get("decoder.layers.1.self_attn.k_proj.weight");
+  const autograd::Var& v = P.get("decoder.layers.1.self_attn.v_proj.weight");
+  EXPECT_EQ(k.data(), q.data() + C * C);
+  EXPECT_EQ(v.data(), q.data() + 2 * C * C);
+  EXPECT_EQ(k.grad_data(), q.grad_data() + C * C);
+  EXPECT_EQ(P.get("decoder.layers.1.self_attn.v_proj.bias").data(),
+            P.get("decoder.layers.1.self_attn.q_proj.bias").data() + 2 * C);
+  // The init drew different values for the three (not one shared block).
+  EXPECT_NE(q.data()[0], k.data()[0]);
+  EXPECT_NE(k.data()[0], v.data()[0]);
+  Tensor loaded = Tensor::full({C, C}, 0.25f);
+  k.value().copy_from(loaded);
+  EXPECT_EQ(q.data()[C * C], 0.25f);
+  k.grad_data()[3] = 7.f;
+  model.params().zero_grad();
+  EXPECT_EQ(q.grad_data()[C * C + 3], 0.f);
+}
+
 TEST(TransformerLM, LearnedPositionsPastTableIsAClearError) {
   TransformerLMConfig cfg = preset("transformer_lm_tiny");
   cfg.vocab_size = 16;

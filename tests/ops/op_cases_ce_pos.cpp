@@ -1,5 +1,7 @@
 // tests/ops/op_cases_ce_pos.cpp — registry cases for cross-entropy, RoPE and sinusoidal positions.
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <string>
 
 #include "ops/cross_entropy.h"
@@ -14,9 +16,13 @@ Output out_of(const char* name, std::vector<float>& v) { return {name, v.data(),
 
 // ---- cross-entropy ---------------------------------------------------------------------------
 enum class Targets : uint8_t { Random, SomeIgnored, AllIgnored };
+// Backward variants: Plain (+= into random gradients); Overwrite (GradInit::Overwrite into a garbage
+// buffer) and InPlace (Overwrite with dlogits aliasing a copy of the logits, training's path), both
+// against the reference accumulating into zeros.
+enum class CeGrad : uint8_t { Plain, Overwrite, InPlace };
 class CrossEntropyRun : public OpRun {
  public:
-  CrossEntropyRun(CrossEntropyDims d, float logit_scale, Targets t, uint64_t seed) : d_(d) {
+  CrossEntropyRun(CrossEntropyDims d, float logit_scale, Targets t, CeGrad g, uint64_t seed) : d_(d), g_(g) {
     logits_ = random_floats(d.n * d.v, seed, -logit_scale, logit_scale);
     targets_ = random_ids(d.n, static_cast<int32_t>(d.v), seed + 1);
     for (int64_t n = 0; n < d.n; ++n) {
@@ -28,6 +34,11 @@ class CrossEntropyRun : public OpRun {
       o.scalars.assign(2, 0.f);
       o.dlogits = random_floats(d.n * d.v, seed + 2);
     }
+    if (g != CeGrad::Plain) {
+      auto& r = o_[static_cast<int>(Impl::Reference)].dlogits;
+      std::fill(r.begin(), r.end(), 0.f);
+    }
+    if (g == CeGrad::InPlace) o_[static_cast<int>(Impl::Fast)].dlogits = logits_;
   }
   void run(Impl impl, Pass pass) override {
     Out& o = o_[static_cast<int>(impl)];
@@ -39,8 +50,10 @@ class CrossEntropyRun : public OpRun {
       o.scalars = {static_cast<float>(r.loss), static_cast<float>(r.count)};
     } else {
       const int64_t count = static_cast<int64_t>(o.scalars[1]);
+      const GradInit init = g_ == CeGrad::Plain ? GradInit::Accumulate : GradInit::Overwrite;
+      const float* x = g_ == CeGrad::InPlace ? o.dlogits.data() : logits_.data();
       if (impl == Impl::Fast)
-        cross_entropy_backward(o.dlogits.data(), logits_.data(), o.lse.data(), targets_.data(), 0.75f, count, d_);
+        cross_entropy_backward(o.dlogits.data(), x, o.lse.data(), targets_.data(), 0.75f, count, d_, init);
       else
         ref::cross_entropy_backward(o.dlogits.data(), logits_.data(), o.lse.data(), targets_.data(), 0.75f, count, d_);
     }
@@ -60,6 +73,7 @@ class CrossEntropyRun : public OpRun {
     std::vector<float> losses, lse, scalars, dlogits;
   };
   CrossEntropyDims d_;
+  CeGrad g_;
   std::vector<float> logits_;
   std::vector<int32_t> targets_;
   Out o_[2];
@@ -166,13 +180,20 @@ void add_cross_entropy_cases(std::vector<OpCase>& cases) {
     const float scale = s.scale;
     const Targets t = s.t;
     const char* tn = t == Targets::Random ? "" : t == Targets::SomeIgnored ? " some-ignored" : " all-ignored";
-    cases.push_back(OpCase{.op = "cross_entropy",
-                           .shape = "n=" + std::to_string(s.n) + " v=" + std::to_string(s.v) +
-                                    " |x|<=" + std::to_string(static_cast<int>(s.scale)) + tn +
-                                    (s.r == Reduction::Mean ? " mean" : " sum"),
-                           .tol = tol,
-                           .make = [d, scale, t, sd] { return std::make_unique<CrossEntropyRun>(d, scale, t, sd); },
-                           .size = s.size});
+    for (auto [g, name] : {std::pair{CeGrad::Plain, "cross_entropy"}, std::pair{CeGrad::Overwrite, "cross_entropy(grad=)"},
+                           std::pair{CeGrad::InPlace, "cross_entropy(in place)"}}) {
+      if (g != CeGrad::Plain && s.size == Size::Bench) continue;
+      const CeGrad gv = g;
+      cases.push_back(OpCase{.op = name,
+                             .shape = "n=" + std::to_string(s.n) + " v=" + std::to_string(s.v) +
+                                      " |x|<=" + std::to_string(static_cast<int>(s.scale)) + tn +
+                                      (s.r == Reduction::Mean ? " mean" : " sum"),
+                             .tol = tol,
+                             .make = [d, scale, t, gv, sd] {
+                               return std::make_unique<CrossEntropyRun>(d, scale, t, gv, sd);
+                             },
+                             .size = s.size});
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // tests/ops/op_cases_pointwise.cpp — registry cases for activations, elementwise ops, head
 // transposes, embedding and dropout.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -15,15 +16,21 @@ namespace {
 Output out_of(const char* name, std::vector<float>& v) { return {name, v.data(), static_cast<int64_t>(v.size())}; }
 
 // ---- activation ------------------------------------------------------------------------------
+// overwrite: backward with GradInit::Overwrite into a garbage buffer vs the reference into zeros.
 class ActivationRun : public OpRun {
  public:
-  ActivationRun(int64_t n, Activation act, float range, uint64_t seed) : n_(n), act_(act) {
+  ActivationRun(int64_t n, Activation act, float range, uint64_t seed, bool overwrite = false)
+      : n_(n), act_(act), overwrite_(overwrite) {
     inp_ = random_floats(n, seed, -range, range);
     if (n > 0) inp_[0] = 0.f;  // the kink / the origin
     dout_ = random_floats(n, seed + 1);
     for (auto& o : o_) {
       o.out.assign(n, 0.f);
       o.dinp = random_floats(n, seed + 2);
+    }
+    if (overwrite) {
+      auto& r = o_[static_cast<int>(Impl::Reference)].dinp;
+      std::fill(r.begin(), r.end(), 0.f);
     }
   }
   void run(Impl impl, Pass pass) override {
@@ -32,7 +39,9 @@ class ActivationRun : public OpRun {
       if (impl == Impl::Fast) activation_forward(o.out.data(), inp_.data(), n_, act_);
       else ref::activation_forward(o.out.data(), inp_.data(), n_, act_);
     } else {
-      if (impl == Impl::Fast) activation_backward(o.dinp.data(), dout_.data(), inp_.data(), n_, act_);
+      if (impl == Impl::Fast)
+        activation_backward(o.dinp.data(), dout_.data(), inp_.data(), n_, act_,
+                            overwrite_ ? GradInit::Overwrite : GradInit::Accumulate);
       else ref::activation_backward(o.dinp.data(), dout_.data(), inp_.data(), n_, act_);
     }
   }
@@ -48,6 +57,7 @@ class ActivationRun : public OpRun {
   };
   int64_t n_;
   Activation act_;
+  bool overwrite_;
   std::vector<float> inp_, dout_;
   Out o_[2];
 };
@@ -163,23 +173,37 @@ class EmbeddingRun : public OpRun {
 };
 
 // ---- dropout ---------------------------------------------------------------------------------
+// Plain: forward / backward (+=). ResidualAdd: forward out = res + dropout(inp) against the
+// reference's fused form. Overwrite: backward with GradInit::Overwrite into a garbage-filled buffer
+// against the reference accumulating into zeros (same result iff nothing of the old buffer leaks).
+enum class DropVariant : uint8_t { Plain, ResidualAdd, Overwrite };
 class DropoutRun : public OpRun {
  public:
-  DropoutRun(int64_t n, DropoutParams p, uint64_t seed) : n_(n), p_(p) {
+  DropoutRun(int64_t n, DropoutParams p, DropVariant v, uint64_t seed) : n_(n), p_(p), v_(v) {
     inp_ = random_floats(n, seed);
+    res_ = random_floats(n, seed + 3);
     dout_ = random_floats(n, seed + 1);
     for (auto& o : o_) {
       o.out.assign(n, 0.f);
       o.dinp = random_floats(n, seed + 2);
     }
+    if (v == DropVariant::Overwrite) std::fill(o_[static_cast<int>(Impl::Reference)].dinp.begin(),
+                                               o_[static_cast<int>(Impl::Reference)].dinp.end(), 0.f);
   }
   void run(Impl impl, Pass pass) override {
     Out& o = o_[static_cast<int>(impl)];
+    const bool fast = impl == Impl::Fast;
     if (pass == Pass::Forward) {
-      if (impl == Impl::Fast) dropout_forward(o.out.data(), inp_.data(), n_, p_);
-      else ref::dropout_forward(o.out.data(), inp_.data(), n_, p_);
+      if (v_ == DropVariant::ResidualAdd) {
+        if (fast) dropout_add_forward(o.out.data(), res_.data(), inp_.data(), n_, p_);
+        else ref::dropout_add_forward(o.out.data(), res_.data(), inp_.data(), n_, p_);
+      } else {
+        if (fast) dropout_forward(o.out.data(), inp_.data(), n_, p_);
+        else ref::dropout_forward(o.out.data(), inp_.data(), n_, p_);
+      }
     } else {
-      if (impl == Impl::Fast) dropout_backward(o.dinp.data(), dout_.data(), n_, p_);
+      const GradInit init = v_ == DropVariant::Overwrite ? GradInit::Overwrite : GradInit::Accumulate;
+      if (fast) dropout_backward(o.dinp.data(), dout_.data(), n_, p_, init);
       else ref::dropout_backward(o.dinp.data(), dout_.data(), n_, p_);
     }
   }
@@ -195,7 +219,8 @@ class DropoutRun : public OpRun {
   };
   int64_t n_;
   DropoutParams p_;
-  std::vector<float> inp_, dout_;
+  DropVariant v_;
+  std::vector<float> inp_, res_, dout_;
   Out o_[2];
 };
 
@@ -216,6 +241,12 @@ void add_activation_cases(std::vector<OpCase>& cases) {
                              .shape = "n=" + std::to_string(n),
                              .tol = a == Activation::Relu ? exact : gelu,
                              .make = [n, a, range, sd] { return std::make_unique<ActivationRun>(n, a, range, sd); }});
+      cases.push_back(OpCase{.op = a == Activation::Relu ? "relu(grad=)" : "gelu(grad=)",
+                             .shape = "n=" + std::to_string(n),
+                             .tol = a == Activation::Relu ? exact : gelu,
+                             .make = [n, a, range, sd] {
+                               return std::make_unique<ActivationRun>(n, a, range, sd + 5, true);
+                             }});
     }
   }
   cases.push_back(OpCase{.op = "gelu", .shape = "n=4194304", .tol = gelu,
@@ -280,16 +311,22 @@ void add_dropout_cases(std::vector<OpCase>& cases) {
     int64_t n;
     float p;
   };
-  const S shapes[] = {{1, 0.5f}, {3, 0.1f}, {7, 0.3f}, {1001, 0.f}, {100003, 0.3f}, {4099, 0.9f}};
+  const S shapes[] = {{1, 0.5f}, {3, 0.1f}, {7, 0.3f}, {1001, 0.f}, {100003, 0.3f}, {4099, 0.9f}, {70001, 0.1f}};
+  const std::pair<DropVariant, const char*> variants[] = {{DropVariant::Plain, "dropout"},
+                                                          {DropVariant::ResidualAdd, "dropout_add"},
+                                                          {DropVariant::Overwrite, "dropout(grad=)"}};
   uint64_t seed = 1100;
   for (const S& s : shapes) {
-    const uint64_t sd = seed += 10;
-    const DropoutParams p{.p = s.p, .seed = sd, .stream = 3};
-    const int64_t n = s.n;
-    cases.push_back(OpCase{.op = "dropout",
-                           .shape = "n=" + std::to_string(n) + " p=" + std::to_string(s.p).substr(0, 3),
-                           .tol = tol,
-                           .make = [n, p, sd] { return std::make_unique<DropoutRun>(n, p, sd); }});
+    for (auto [v, name] : variants) {
+      const uint64_t sd = seed += 10;
+      const DropoutParams p{.p = s.p, .seed = sd, .stream = 3};
+      const int64_t n = s.n;
+      const DropVariant var = v;
+      cases.push_back(OpCase{.op = name,
+                             .shape = "n=" + std::to_string(n) + " p=" + std::to_string(s.p).substr(0, 3),
+                             .tol = tol,
+                             .make = [n, p, var, sd] { return std::make_unique<DropoutRun>(n, p, var, sd); }});
+    }
   }
 }
 

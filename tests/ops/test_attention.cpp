@@ -161,6 +161,100 @@ TEST_P(AttentionCase, FastMatchesReference) {
     for (float e : *x) ASSERT_TRUE(std::isfinite(e)) << "non-finite value";
 }
 
+// GradInit::Overwrite into NaN-filled buffers must give exactly what accumulating into zeros gives
+// (0 + x == x), and no NaN may survive: every element of dq, dk, dv is written, including keys
+// no query sees (S > T prefixes, windows, padding) and rows with no visible key.
+TEST_P(AttentionCase, OverwriteEqualsAccumulateIntoZeros) {
+  const Problem pb(GetParam());
+  const AttentionParams p = pb.params();
+  const size_t nq = pb.n_q(), nkv = pb.n_kv(), nr = pb.n_rows();
+  std::vector<float> out(nq), lse(nr);
+  attention_forward(out.data(), lse.data(), pb.q.data(), pb.k.data(), pb.v.data(), p);
+  std::vector<float> dq(nq, 0.f), dk(nkv, 0.f), dv(nkv, 0.f);
+  std::vector<float> dq_w(nq, NAN), dk_w(nkv, NAN), dv_w(nkv, NAN);
+  attention_backward(dq.data(), dk.data(), dv.data(), {}, pb.dout.data(), pb.q.data(), pb.k.data(), pb.v.data(),
+                     out.data(), lse.data(), p);
+  attention_backward(dq_w.data(), dk_w.data(), dv_w.data(), {}, pb.dout.data(), pb.q.data(), pb.k.data(),
+                     pb.v.data(), out.data(), lse.data(), p, GradInit::Overwrite);
+  for (size_t i = 0; i < nq; ++i) ASSERT_EQ(dq_w[i], dq[i]) << "dq " << i;
+  for (size_t i = 0; i < nkv; ++i) ASSERT_EQ(dk_w[i], dk[i]) << "dk " << i;
+  for (size_t i = 0; i < nkv; ++i) ASSERT_EQ(dv_w[i], dv[i]) << "dv " << i;
+}
+
+// Strided operands (AttentionLayout): q inside a [B, T, 3·H·D] buffer (the fused QKV projection's
+// output; k and v slots filled with garbage), k and v interleaved in a [B, S, 2·H·D] buffer, out
+// and dout in [B, T, H·D]. The fast kernel and the reference on the strided layout must give what
+// the packed reference gives (same kTol), and elements outside the operands must stay untouched.
+TEST_P(AttentionCase, StridedLayoutMatchesPacked) {
+  const Problem pb(GetParam());
+  const AttnCase& c = pb.c;
+  const int64_t B = c.b, H = c.h, T = c.t, S = c.s, D = c.d, HD = H * D;
+  AttentionParams ps = pb.params();
+  ps.layout.q = {.batch = T * 3 * HD, .head = D, .row = 3 * HD};
+  ps.layout.kv = {.batch = S * 2 * HD, .head = D, .row = 2 * HD};
+  ps.layout.out = {.batch = T * HD, .head = D, .row = HD};
+  // packed [B, H, N, D] index of (b, h, n, d) vs strided element b·batch + h·head + n·row + d.
+  auto scatter = [&](const std::vector<float>& packed, std::vector<float>& dst, int64_t off, RowStrides r, int64_t N) {
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t d = 0; d < D; ++d)
+            dst[off + b * r.batch + h * r.head + n * r.row + d] = packed[((b * H + h) * N + n) * D + d];
+  };
+  auto gather = [&](const std::vector<float>& src, int64_t off, RowStrides r, int64_t N) {
+    std::vector<float> packed(static_cast<size_t>(B * H * N * D));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t d = 0; d < D; ++d)
+            packed[((b * H + h) * N + n) * D + d] = src[off + b * r.batch + h * r.head + n * r.row + d];
+    return packed;
+  };
+  const float kGarbage = 1234.5f;
+  std::vector<float> qkv(static_cast<size_t>(B * T * 3 * HD), kGarbage), kv(static_cast<size_t>(B * S * 2 * HD), kGarbage);
+  std::vector<float> dout_s(static_cast<size_t>(B * T * HD));
+  scatter(pb.q, qkv, 0, ps.layout.q, T);
+  scatter(pb.k, kv, 0, ps.layout.kv, S);
+  scatter(pb.v, kv, HD, ps.layout.kv, S);
+  scatter(pb.dout, dout_s, 0, ps.layout.out, T);
+
+  const AttentionParams p = pb.params();
+  std::vector<float> out_r(pb.n_q()), lse_r(pb.n_rows());
+  ref::attention_forward(out_r.data(), lse_r.data(), pb.q.data(), pb.k.data(), pb.v.data(), p);
+  std::vector<float> dq_r(pb.n_q(), 0.f), dk_r(pb.n_kv(), 0.f), dv_r(pb.n_kv(), 0.f);
+  ref::attention_backward(dq_r.data(), dk_r.data(), dv_r.data(), {}, pb.dout.data(), pb.q.data(), pb.k.data(),
+                          pb.v.data(), out_r.data(), lse_r.data(), p);
+  for (int impl = 0; impl < 2; ++impl) {
+    SCOPED_TRACE(impl == 0 ? "fast" : "reference");
+    std::vector<float> out_s(static_cast<size_t>(B * T * HD)), lse(pb.n_rows());
+    std::vector<float> dqkv(qkv.size(), kGarbage), dkv(kv.size(), kGarbage);
+    auto fwd = impl == 0 ? static_cast<void (*)(float*, float*, const float*, const float*, const float*,
+                                                const AttentionParams&)>(&attention_forward)
+                         : static_cast<void (*)(float*, float*, const float*, const float*, const float*,
+                                                const AttentionParams&)>(&ref::attention_forward);
+    fwd(out_s.data(), lse.data(), qkv.data(), kv.data(), kv.data() + HD, ps);
+    EXPECT_LE(scaled_error(gather(out_s, 0, ps.layout.out, T), out_r), kTol) << "out";
+    EXPECT_LE(scaled_error(lse, lse_r), kTol) << "lse";
+    // Gradients accumulate into zeros at the operand positions, garbage elsewhere.
+    scatter(std::vector<float>(pb.n_q(), 0.f), dqkv, 0, ps.layout.q, T);
+    scatter(std::vector<float>(pb.n_kv(), 0.f), dkv, 0, ps.layout.kv, S);
+    scatter(std::vector<float>(pb.n_kv(), 0.f), dkv, HD, ps.layout.kv, S);
+    if (impl == 0)
+      attention_backward(dqkv.data(), dkv.data(), dkv.data() + HD, {}, dout_s.data(), qkv.data(), kv.data(),
+                         kv.data() + HD, out_s.data(), lse.data(), ps);
+    else
+      ref::attention_backward(dqkv.data(), dkv.data(), dkv.data() + HD, {}, dout_s.data(), qkv.data(), kv.data(),
+                              kv.data() + HD, out_s.data(), lse.data(), ps);
+    EXPECT_LE(scaled_error(gather(dqkv, 0, ps.layout.q, T), dq_r), kTol) << "dq";
+    EXPECT_LE(scaled_error(gather(dkv, 0, ps.layout.kv, S), dk_r), kTol) << "dk";
+    EXPECT_LE(scaled_error(gather(dkv, HD, ps.layout.kv, S), dv_r), kTol) << "dv";
+    // The k/v slots of the qkv gradient buffer are not the kernel's: untouched.
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t x = HD; x < 3 * HD; ++x) ASSERT_EQ(dqkv[(b * T + t) * 3 * HD + x], kGarbage);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Registry, AttentionCase, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<AttnCase>& i) { return i.param.name; });
 

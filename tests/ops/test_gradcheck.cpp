@@ -95,9 +95,8 @@ TEST(GradCheck, Linear) {
   const VecF xf = to_f(x), wf = to_f(w), Gf = to_f(G);
   for (int fast = 0; fast < 2; ++fast) {
     VecF dxf = start_f(15), dwf = start_f(20), dbf = start_f(4);
-    (fast ? linear_backward : static_cast<void (*)(float*, float*, float*, const float*, const float*, const float*,
-                                                   const LinearDims&)>(ref::linear_backward))(
-        dxf.data(), dwf.data(), dbf.data(), Gf.data(), xf.data(), wf.data(), d);
+    if (fast) linear_backward(dxf.data(), dwf.data(), dbf.data(), Gf.data(), xf.data(), wf.data(), d);
+    else ref::linear_backward(dxf.data(), dwf.data(), dbf.data(), Gf.data(), xf.data(), wf.data(), d);
     SCOPED_TRACE(fast ? "fast" : "ref32");
     expect_grad("dinp", dxf, fx, kAtolF, kRtolF);
     expect_grad("dweight", dwf, fw, kAtolF, kRtolF);

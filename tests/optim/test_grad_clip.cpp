@@ -68,6 +68,29 @@ TEST(ClipGradNorm, NonFiniteIsReportedAndGradsLeftAlone) {
   EXPECT_FALSE(grads_have_nonfinite(gr.views()));
 }
 
+// The one-pass form the trainer uses: ‖[3, 4, 12]‖ = 13, factor 1/4 -> gnorm 3.25, clip to 1:
+// grads ·= (1/4)·1/(3.25 + 1e-6), compared with the two-call form (one rounding apart: 1 ulp).
+TEST(ScaleAndClipGrads, MatchesMultiplyThenClip) {
+  Grads a{{{3.0f, 4.0f}, {12.0f}, {}}}, b = a;
+  const double gnorm = scale_and_clip_grads(a.views(), 0.25, 1.0);
+  EXPECT_DOUBLE_EQ(gnorm, 3.25);
+  multiply_grads(b.views(), 0.25);
+  EXPECT_DOUBLE_EQ(clip_grad_norm(b.views(), 1.0), 3.25);
+  for (size_t t = 0; t < a.g.size(); ++t)
+    for (size_t i = 0; i < a.g[t].size(); ++i) EXPECT_NEAR(a.g[t][i], b.g[t][i], 2e-7 * std::abs(b.g[t][i]));
+  EXPECT_NEAR(a.g[1][0], 12.0 * 0.25 / (3.25 + 1e-6), 1e-6);
+  // No clipping (max_norm 0): only the factor.
+  Grads c{{{4.0f, -8.0f}}};
+  EXPECT_DOUBLE_EQ(scale_and_clip_grads(c.views(), 0.25, 0.0), 0.25 * std::sqrt(80.0));
+  EXPECT_EQ(c.g[0][0], 1.0f);
+  EXPECT_EQ(c.g[0][1], -2.0f);
+  // A NaN gradient: non-finite norm, gradients untouched.
+  Grads d{{{1.0f, std::numeric_limits<float>::quiet_NaN()}, {2.0f}}};
+  EXPECT_TRUE(std::isnan(scale_and_clip_grads(d.views(), 0.5, 0.1)));
+  EXPECT_EQ(d.g[0][0], 1.0f);
+  EXPECT_EQ(d.g[1][0], 2.0f);
+}
+
 TEST(MultiplyGrads, ScalesEveryGrad) {
   // fairseq's step 2: grads ·= world_size / sample_size; here 1/4.
   Grads gr{{{4.0f, -8.0f}, {1.0f}}};

@@ -22,6 +22,23 @@ TEST(Tensor, ShapeViewClone) {
   EXPECT_THROW(t.i32(), Error);
 }
 
+// slice_rows is a view: same buffer at a row offset, writes through, bounds checked.
+TEST(Tensor, SliceRowsIsAView) {
+  Tensor t = Tensor::zeros({4, 3});
+  for (int64_t i = 0; i < 12; ++i) t.f32()[i] = static_cast<float>(i);
+  Tensor s = t.slice_rows(1, 2);
+  EXPECT_EQ(s.shape(), Shape({2, 3}));
+  EXPECT_EQ(s.f32(), t.f32() + 3);
+  EXPECT_EQ(s.f32()[5], 8.f);
+  s.fill_(-1.f);
+  EXPECT_EQ(t.f32()[2], 2.f);
+  EXPECT_EQ(t.f32()[3], -1.f);
+  EXPECT_EQ(t.f32()[8], -1.f);
+  EXPECT_EQ(t.f32()[9], 9.f);
+  EXPECT_EQ(t.slice_rows(4, 0).numel(), 0);
+  EXPECT_THROW(t.slice_rows(3, 2), Error);
+}
+
 TEST(Tensor, Bf16RoundTrip) {
   EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f)), 1.0f);
   EXPECT_EQ(bf16_to_float(float_to_bf16(-2.5f)), -2.5f);

@@ -1,0 +1,261 @@
+// bench/bench_model.cpp — stretch's side of bench/compare.py: the real TransformerLM, optimizer,
+// clipping and eval-lm scorer timed on synthetic batches, one JSON line per measurement, with
+// the same fields as bench/torch_lm.py so the two can be put side by side.
+//
+//   train  tokens/s of full training steps exactly as stretch train runs them (zero grads,
+//          forward with dropout, summed cross-entropy, backward, grads / ntokens, clip 0.1, NAG
+//          step, lr 1e-3, momentum 0.99) at --batch B x --tokens-per-sample T
+//   eval   tokens/s and peak RSS of eval::evaluate (the eval-lm code: non-overlapping windows,
+//          B = 1, log-softmax only at scored rows) on one window of each of --lengths; each
+//          length in a fresh process so VmHWM is that length's own peak
+//
+// Figures per measurement: tokens per wall second, tokens per CPU second of the process,
+// model FLOP/s per CPU second ("mfu_cpu" = that rate / 116.7 GFLOP/s, one Zen 4 core's fp32
+// peak from MEASURED.md; "mfu_wall" = FLOP/s per wall second / (threads · 116.7)).
+// FLOPs: 6·N per trained token (2·N evaluated) with N the weights of the matrix products (every
+// Linear and the output projection; the input embedding is a lookup), plus causal attention:
+// 2·L·T·C per token forward (QKᵀ and PV over the visible half), three times that in training.
+//
+// Example:
+//   build/bench/bench_model train --threads 1 --vocab 256 --tokens-per-sample 128
+//   build/bench/bench_model eval --threads 1 --vocab 33280 --lengths 512,4096
+#include <CLI/CLI.hpp>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "autograd/functions.h"
+#include "autograd/tape.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "data/indexed_dataset.h"
+#include "eval/eval_lm.h"
+#include "models/transformer_lm.h"
+#include "ops/gemm.h"
+#include "optim/grad_clip.h"
+#include "optim/optimizer.h"
+
+using namespace stretch;
+
+namespace {
+
+constexpr double kCorePeak = 116.7e9;  // fp32 FLOP/s of one core (MEASURED.md)
+
+struct Args {
+  std::string mode;
+  int threads = 1;
+  std::string arch = "transformer_lm_small";
+  std::string pos = "alibi";
+  int64_t vocab = 33280, batch = 8, tokens_per_sample = 512;
+  int64_t layers = 0, embed_dim = 0, heads = 0, ffn_dim = 0;  // 0: the preset's
+  float dropout = 0.1f;
+  std::string lengths = "512,1024,2048,4096,8192";
+  int warmup = 2, steps = 5;
+  bool no_isolate = false;
+  bool bf16 = false;
+  uint64_t seed = 1;
+};
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double cpu_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+double peak_rss_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return NAN;
+}
+
+models::TransformerLMConfig make_config(const Args& a, int64_t T) {
+  models::TransformerLMConfig c = models::preset(a.arch);
+  c.vocab_size = a.vocab;
+  c.pos = models::parse_pos_method(a.pos);
+  if (a.layers > 0) c.decoder_layers = a.layers;
+  if (a.embed_dim > 0) c.decoder_embed_dim = a.embed_dim;
+  if (a.heads > 0) c.decoder_attention_heads = a.heads;
+  if (a.ffn_dim > 0) c.decoder_ffn_embed_dim = a.ffn_dim;
+  c.dropout = a.dropout;
+  c.tokens_per_sample = T;
+  c.max_target_positions = std::max<int64_t>(c.max_target_positions, T);
+  return c;
+}
+
+// Weights of the matrix products: 4·C² + 2·C·F per layer, plus V·C for the output projection.
+double matmul_params(const models::TransformerLMConfig& c) {
+  const double C = static_cast<double>(c.decoder_embed_dim), F = static_cast<double>(c.decoder_ffn_embed_dim);
+  return static_cast<double>(c.decoder_layers) * (4 * C * C + 2 * C * F) + static_cast<double>(c.vocab_size) * C;
+}
+// Forward FLOPs per token at context T (causal attention: the visible half).
+double forward_flops_per_token(const models::TransformerLMConfig& c, int64_t T) {
+  return 2 * matmul_params(c) +
+         2.0 * static_cast<double>(c.decoder_layers) * static_cast<double>(T) * static_cast<double>(c.decoder_embed_dim);
+}
+
+nlohmann::json base_record(const Args& a, const models::TransformerLMConfig& c) {
+  return {{"bench", "stretch"},       {"mode", a.mode},
+          {"pos", a.pos},             {"V", c.vocab_size},
+          {"L", c.decoder_layers},    {"C", c.decoder_embed_dim},
+          {"threads", num_threads()}, {"params", static_cast<double>(0)},
+          {"precision", a.bf16 ? "bf16" : "fp32"}};
+}
+
+std::vector<int32_t> random_tokens(Rng& rng, int64_t n, int64_t vocab) {
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  for (auto& t : out) t = 4 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab - 4)));
+  return out;
+}
+
+void add_rates(nlohmann::json& r, double tokens, double flops_per_token, double wall, double cpu, int threads) {
+  r["tokens_per_s"] = std::round(tokens / wall * 10) / 10;
+  r["tokens_per_cpu_s"] = std::round(tokens / cpu * 10) / 10;
+  r["mfu_cpu"] = std::round(tokens * flops_per_token / cpu / kCorePeak * 1000) / 1000;
+  r["mfu_wall"] = std::round(tokens * flops_per_token / wall / (threads * kCorePeak) * 1000) / 1000;
+}
+
+void run_train(const Args& a) {
+  const int64_t B = a.batch, T = a.tokens_per_sample;
+  models::TransformerLM model(make_config(a, T));
+  model.init(a.seed);
+  const auto& c = model.config();
+  std::vector<optim::OptimParam> params;
+  for (const auto& [name, var] : model.params().items()) params.push_back({name, var.data(), var.grad_data(), var.numel()});
+  auto optimizer = optim::make_optimizer({.kind = optim::OptimizerKind::Nag, .momentum = 0.99});
+  Rng rng(a.seed, 7);
+  Tensor src = Tensor::empty({B, T}, DType::I32), tgt = Tensor::empty({B, T}, DType::I32);
+  auto s = random_tokens(rng, B * T, c.vocab_size), t = random_tokens(rng, B * T, c.vocab_size);
+  std::copy(s.begin(), s.end(), src.i32());
+  std::copy(t.begin(), t.end(), tgt.i32());
+  int64_t update = 0;
+  auto step = [&] {
+    model.params().zero_grad();
+    autograd::Var logits = model.forward(
+        src, {.mode = models::Mode::Train, .seed = a.seed, .step = static_cast<uint64_t>(update), .micro = 0});
+    autograd::Var loss = autograd::cross_entropy(logits, tgt, c.padding_idx, ops::Reduction::Sum, nullptr,
+                                                 autograd::LogitsBuffer::ReuseForGradient);
+    autograd::tape().backward(loss);
+    optim::scale_and_clip_grads(params, 1.0 / static_cast<double>(B * T), 0.1);
+    optimizer->step(params, 1e-3);
+    ++update;
+  };
+  for (int i = 0; i < a.warmup; ++i) step();
+  const double w0 = wall_now(), c0 = cpu_now();
+  for (int i = 0; i < a.steps; ++i) step();
+  const double wall = (wall_now() - w0) / a.steps, cpu = (cpu_now() - c0) / a.steps;
+  nlohmann::json r = base_record(a, c);
+  r["params"] = model.params().numel();
+  r["B"] = B;
+  r["T"] = T;
+  add_rates(r, static_cast<double>(B * T), 3 * forward_flops_per_token(c, T), wall, cpu, num_threads());
+  r["step_s"] = std::round(wall * 1e4) / 1e4;
+  r["steps"] = a.steps;
+  r["peak_rss_mb"] = std::round(peak_rss_mb() * 10) / 10;
+  std::printf("%s\n", r.dump().c_str());
+  std::fflush(stdout);
+}
+
+void run_eval_one(const Args& a, int64_t T) {
+  models::TransformerLM model(make_config(a, T));
+  model.init(a.seed);
+  const auto& c = model.config();
+  Rng rng(a.seed, 9);
+  data::MemoryTokenStream stream(random_tokens(rng, T, c.vocab_size), {T});
+  eval::EvalOptions o;
+  o.tokens_per_sample = T;
+  o.max_sentences = 1;
+  for (int i = 0; i < a.warmup; ++i) eval::evaluate(model, stream, o);
+  const double w0 = wall_now(), c0 = cpu_now();
+  for (int i = 0; i < a.steps; ++i) eval::evaluate(model, stream, o);
+  const double wall = (wall_now() - w0) / a.steps, cpu = (cpu_now() - c0) / a.steps;
+  nlohmann::json r = base_record(a, c);
+  r["params"] = model.params().numel();
+  r["B"] = 1;
+  r["T"] = T;
+  add_rates(r, static_cast<double>(T), forward_flops_per_token(c, T), wall, cpu, num_threads());
+  r["pass_s"] = std::round(wall * 1e4) / 1e4;
+  r["steps"] = a.steps;
+  r["peak_rss_mb"] = std::round(peak_rss_mb() * 10) / 10;
+  std::printf("%s\n", r.dump().c_str());
+  std::fflush(stdout);
+}
+
+std::vector<int64_t> parse_lengths(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(std::stoll(item));
+  if (out.empty()) fail_usage("--lengths '" + s + "' names no length", "e.g. --lengths 512,4096");
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"stretch model benchmark: one JSON line per measurement (see bench/compare.py)"};
+  app.add_option("mode", a.mode, "train | eval")->required()->check(CLI::IsMember({"train", "eval"}));
+  app.add_option("--threads", a.threads, "OpenMP / oneDNN threads");
+  app.add_option("--arch", a.arch, "preset the sizes start from");
+  app.add_option("--pos", a.pos, "position method");
+  app.add_option("--vocab", a.vocab, "V");
+  app.add_option("--batch", a.batch, "B (train)");
+  app.add_option("--tokens-per-sample", a.tokens_per_sample, "T (train)");
+  app.add_option("--layers", a.layers, "L (0: preset)");
+  app.add_option("--embed-dim", a.embed_dim, "C (0: preset)");
+  app.add_option("--heads", a.heads, "H (0: preset)");
+  app.add_option("--ffn-dim", a.ffn_dim, "F (0: preset)");
+  app.add_option("--dropout", a.dropout, "dropout (train)");
+  app.add_option("--lengths", a.lengths, "eval: comma-separated T");
+  app.add_option("--warmup", a.warmup, "untimed steps first");
+  app.add_option("--steps", a.steps, "timed steps / passes");
+  app.add_option("--seed", a.seed, "seed");
+  app.add_flag("--no-isolate", a.no_isolate, "eval: all lengths in this process");
+  app.add_flag("--bf16", a.bf16, "bf16 matrix products (fp32 accumulation), as stretch train --bf16");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    set_num_threads(a.threads);
+    if (a.bf16) ops::set_matmul_precision(ops::GemmPrecision::Bf16);
+    if (a.mode == "train") {
+      run_train(a);
+    } else {
+      const auto lengths = parse_lengths(a.lengths);
+      if (lengths.size() == 1 || a.no_isolate) {
+        for (int64_t T : lengths) run_eval_one(a, T);
+      } else {
+        for (int64_t T : lengths) {  // a fresh process per length: VmHWM is then that length's own
+          std::string cmd;
+          for (int i = 0; i < argc; ++i) {
+            const std::string arg = argv[i];
+            if (arg == "--lengths") {
+              ++i;  // replaced below
+              continue;
+            }
+            if (arg.rfind("--lengths=", 0) == 0) continue;
+            cmd += "'" + arg + "' ";
+          }
+          cmd += "--lengths " + std::to_string(T) + " --no-isolate";
+          if (std::system(cmd.c_str()) != 0) return 1;
+        }
+      }
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_model: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""stretch vs PyTorch on the same configurations, in one run, as ratios (issues 5-7).
+
+Runs build/bench/bench_model (stretch: the real TransformerLM, optimizer, clipping and eval-lm
+scorer on synthetic tokens) and bench/torch_lm.py (the fairseq-style PyTorch 1.13 anchor) on
+the same shapes, interleaved A B B A per configuration so that load changes hit both sides
+alike, and prints markdown tables:
+
+  training   tokens/s for each model (4L/256/4H/1024 "small", 6L/512/8H/2048 "medium") x vocab
+             (256 bytes, 10,008 PTB) x T (128, 512), B = 8, pre-norm, untied, dropout 0.1, ALiBi
+  eval       B = 1 scoring at T = 512 ... 8192 (vocab 33,280 as MEASURED.md): tokens/s and peak RSS
+
+Each side's figure is its best of --repeats runs (the least disturbed one). Both tokens per
+wall second and per CPU second of the process are shown; on a shared host the CPU-second
+figures are the comparable ones (one thread; with two threads a descheduled OpenMP thread makes
+the other spin, which CPU time counts). Model FLOPs utilisation (MFU) uses one formula for both
+sides: 6·N per trained token (2·N evaluated), N = weights of the matrix products (every Linear
+and the output projection), plus causal attention 2·L·T·C per token forward (x3 in training),
+against 116.7 GFLOP/s per core (MEASURED.md: 233 on 2 cores).
+
+Usage (from the repository root, after building):
+  build/pyenv/bin/python bench/compare.py                  # everything, 1 thread (~25 min)
+  build/pyenv/bin/python bench/compare.py --only train --models small --threads 1,2
+  build/pyenv/bin/python bench/compare.py --quick          # small model, T = 128, eval to 2048
+  ... --bf16                                               # + stretch --bf16 training column
+  ... --json raw.jsonl                                     # every measurement as JSON lines
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CORE_PEAK = 116.7e9
+
+MODELS = {
+    "small": {"layers": 4, "embed_dim": 256, "heads": 4, "ffn_dim": 1024},
+    "medium": {"layers": 6, "embed_dim": 512, "heads": 8, "ffn_dim": 2048},
+}
+
+
+def matmul_params(m, V):
+    C, F = m["embed_dim"], m["ffn_dim"]
+    return m["layers"] * (4 * C * C + 2 * C * F) + V * C
+
+
+def fwd_flops_per_token(m, V, T):
+    return 2 * matmul_params(m, V) + 2 * m["layers"] * T * m["embed_dim"]
+
+
+def run_json(cmd, env=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.stderr.write(f"compare: command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr}\n")
+        raise SystemExit(1)
+    return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+
+
+def model_flags(m):
+    return ["--layers", str(m["layers"]), "--embed-dim", str(m["embed_dim"]), "--heads", str(m["heads"]),
+            "--ffn-dim", str(m["ffn_dim"])]
+
+
+def stretch_cmd(args, mode, m, V, threads, extra):
+    return [args.stretch_bench, mode, "--threads", str(threads), "--vocab", str(V)] + model_flags(m) + extra + \
+        ["--warmup", str(args.warmup), "--steps", str(args.steps)]
+
+
+def torch_cmd(args, mode, m, V, threads, extra):
+    return [args.python, os.path.join(HERE, "torch_lm.py"), mode, "--threads", str(threads), "--vocab", str(V)] + \
+        model_flags(m) + extra + ["--warmup", str(args.warmup), "--steps", str(args.steps)]
+
+
+def interleaved(args, makers, env):
+    """A B C, C B A, ...: makers is a list of (side, make_cmd); returns {side: [records of each run]}."""
+    runs = {side: [] for side, _ in makers}
+    for r in range(args.repeats):
+        order = makers if r % 2 == 0 else list(reversed(makers))
+        for side, make in order:
+            recs = run_json(make(), env)
+            runs[side].append(recs)
+            for rec in recs:
+                rec["side"] = side
+                if args.json_file:
+                    args.json_file.write(json.dumps(rec) + "\n")
+                    args.json_file.flush()
+    return runs
+
+
+def best(runs, key="tokens_per_cpu_s"):
+    """runs: list of record lists (one list per run, same order of records) -> best record per slot."""
+    out = []
+    for i in range(len(runs[0])):
+        out.append(max((r[i] for r in runs), key=lambda rec: rec[key]))
+    return out
+
+
+def fmt(x, nd=0):
+    return f"{x:,.{nd}f}"
+
+
+def train_section(args, env):
+    rows = []
+    for threads in args.thread_list:
+        for mname in args.models:
+            m = MODELS[mname]
+            for V in args.vocabs:
+                for T in args.lengths_train:
+                    extra = ["--tokens-per-sample", str(T), "--batch", str(args.batch)]
+                    makers = [("s", lambda: stretch_cmd(args, "train", m, V, threads, extra)),
+                              ("t", lambda: torch_cmd(args, "train", m, V, threads, extra))]
+                    if args.bf16:
+                        makers.append(("b", lambda: stretch_cmd(args, "train", m, V, threads, extra + ["--bf16"])))
+                    runs = interleaved(args, makers, env)
+                    s, t = best(runs["s"])[0], best(runs["t"])[0]
+                    b = best(runs["b"])[0] if args.bf16 else None
+                    f = 3 * fwd_flops_per_token(m, V, T)
+                    rows.append((threads, mname, V, T, s, t, b, f))
+                    print(f"  train {mname} V={V} T={T} threads={threads}: stretch {s['tokens_per_cpu_s']:.0f} "
+                          f"torch {t['tokens_per_cpu_s']:.0f}" + (f" bf16 {b['tokens_per_cpu_s']:.0f}" if b else "") +
+                          " tokens/CPU-s", file=sys.stderr)
+    bf = " stretch bf16 tok/CPU-s | **bf16 ratio** |" if args.bf16 else ""
+    lines = ["| threads | model | V | T | stretch tok/CPU-s | PyTorch tok/CPU-s | **ratio (CPU)** | "
+             "stretch tok/s | PyTorch tok/s | ratio (wall) | MFU stretch / PyTorch (CPU) |" + bf,
+             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.bf16 else "")]
+    for threads, mname, V, T, s, t, b, f in rows:
+        mfu_s, mfu_t = s["tokens_per_cpu_s"] * f / CORE_PEAK, t["tokens_per_cpu_s"] * f / CORE_PEAK
+        extra = (f" {fmt(b['tokens_per_cpu_s'])} | **{b['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** |"
+                 if b else "")
+        lines.append(f"| {threads} | {mname} | {V:,} | {T} | {fmt(s['tokens_per_cpu_s'])} | {fmt(t['tokens_per_cpu_s'])} | "
+                     f"**{s['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | {fmt(s['tokens_per_s'])} | "
+                     f"{fmt(t['tokens_per_s'])} | {s['tokens_per_s'] / t['tokens_per_s']:.2f} | "
+                     f"{mfu_s:.2f} / {mfu_t:.2f} |" + extra)
+    return "\n".join(lines)
+
+
+def eval_section(args, env):
+    m = MODELS["small"]
+    V = args.eval_vocab
+    rows = []
+    for threads in args.thread_list:
+        for T in args.lengths_eval:
+            extra = ["--lengths", str(T)]
+            runs = interleaved(args, [("s", lambda: stretch_cmd(args, "eval", m, V, threads, extra)),
+                                      ("t", lambda: torch_cmd(args, "eval", m, V, threads, extra))], env)
+            s_runs, t_runs = runs["s"], runs["t"]
+            s, t = best(s_runs)[0], best(t_runs)[0]
+            # Peak RSS: the smallest of the runs (each run is a fresh process; the peak is a property
+            # of the program, load does not lower it).
+            s_rss = min(r[0]["peak_rss_mb"] for r in s_runs)
+            t_rss = min(r[0]["peak_rss_mb"] for r in t_runs)
+            rows.append((threads, T, s, t, s_rss, t_rss, fwd_flops_per_token(m, V, T)))
+            print(f"  eval T={T} threads={threads}: stretch {s['tokens_per_cpu_s']:.0f} torch "
+                  f"{t['tokens_per_cpu_s']:.0f} tokens/CPU-s, RSS {s_rss:.0f} / {t_rss:.0f} MB", file=sys.stderr)
+    lines = ["| threads | T | stretch tok/CPU-s | PyTorch tok/CPU-s | **ratio (CPU)** | stretch tok/s | "
+             "PyTorch tok/s | ratio (wall) | peak RSS stretch / PyTorch (MB) | **RSS ratio** | MFU stretch (CPU) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for threads, T, s, t, s_rss, t_rss, f in rows:
+        lines.append(f"| {threads} | {T} | {fmt(s['tokens_per_cpu_s'])} | {fmt(t['tokens_per_cpu_s'])} | "
+                     f"**{s['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | {fmt(s['tokens_per_s'])} | "
+                     f"{fmt(t['tokens_per_s'])} | {s['tokens_per_s'] / t['tokens_per_s']:.2f} | "
+                     f"{s_rss:,.0f} / {t_rss:,.0f} | **{s_rss / t_rss:.2f}** | "
+                     f"{s['tokens_per_cpu_s'] * f / CORE_PEAK:.2f} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", choices=("train", "eval", "all"), default="all")
+    ap.add_argument("--threads", default="1", help="comma-separated thread counts")
+    ap.add_argument("--models", default="small,medium")
+    ap.add_argument("--vocabs", default="256,10008")
+    ap.add_argument("--lengths-train", default="128,512")
+    ap.add_argument("--lengths-eval", default="512,1024,2048,4096,8192")
+    ap.add_argument("--eval-vocab", type=int, default=33280)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=2, help="runs per side per configuration (A B B A ...)")
+    ap.add_argument("--bf16", action="store_true", help="training: also stretch --bf16 (a third column)")
+    ap.add_argument("--quick", action="store_true", help="small model, T 128, eval up to 2048, 1 repeat")
+    ap.add_argument("--stretch-bench", default=os.path.join(ROOT, "build", "bench", "bench_model"))
+    ap.add_argument("--python", default=None, help="python with torch (default: build/pyenv, else this one)")
+    ap.add_argument("--json", default=None, help="also write every measurement here (JSON lines)")
+    args = ap.parse_args()
+    if args.quick:
+        args.models, args.lengths_train, args.lengths_eval, args.repeats = "small", "128", "512,2048", 1
+    args.thread_list = [int(x) for x in args.threads.split(",")]
+    args.models = args.models.split(",")
+    for m in args.models:
+        if m not in MODELS:
+            ap.error(f"--models: unknown model '{m}' (use {', '.join(MODELS)})")
+    args.vocabs = [int(x) for x in args.vocabs.split(",")]
+    args.lengths_train = [int(x) for x in args.lengths_train.split(",")]
+    args.lengths_eval = [int(x) for x in args.lengths_eval.split(",")]
+    if args.python is None:
+        venv = os.path.join(ROOT, "build", "pyenv", "bin", "python")
+        args.python = venv if os.path.exists(venv) else sys.executable
+    if not os.path.exists(args.stretch_bench):
+        ap.error(f"{args.stretch_bench} not found: build first (cmake --build build --target bench_model)")
+    args.json_file = open(args.json, "w") if args.json else None
+    env = dict(os.environ)
+    load0, t0 = os.getloadavg(), time.time()
+    out = [f"Run {time.strftime('%Y-%m-%d %H:%M')}, load average at start {load0[0]:.1f} "
+           f"(1 min) / {load0[1]:.1f} (5 min) on {os.cpu_count()} cores; best of {args.repeats} per side, "
+           f"A B B A interleaved; {args.warmup} warm-up + {args.steps} timed steps each."]
+    if args.only in ("train", "all"):
+        out += ["", "Training (B = %d, pre-norm, untied, dropout 0.1, ALiBi):" % args.batch, "",
+                train_section(args, env)]
+    if args.only in ("eval", "all"):
+        out += ["", f"Evaluation (small model, B = 1, V = {args.eval_vocab:,}, ALiBi; stretch: eval-lm's "
+                "scorer; PyTorch: full log_softmax as fairseq's):", "", eval_section(args, env)]
+    load1 = os.getloadavg()
+    out += ["", f"Load average at end {load1[0]:.1f} / {load1[1]:.1f}; {time.time() - t0:.0f} s in all."]
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

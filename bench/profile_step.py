@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Where a training step's time goes: perf (software clock) samples of bench_model, by category.
+
+Runs `perf record -e cpu-clock` on build/bench/bench_model train (one thread by default, so
+samples are CPU time and other jobs on a shared host do not distort the shares), then groups the
+samples by symbol into GEMM (oneDNN's JIT code and library), the attention kernel, dropout, ...
+and prints one line per category. Model construction and initialisation are in the samples too
+("model init"); more --steps make their share smaller.
+
+  python3 bench/profile_step.py [--vocab 256] [--tokens-per-sample 128] [--steps 20] [--threads 1]
+  python3 bench/profile_step.py --data perf.data        # categorise an existing recording
+
+Needs linux-perf (perf record works with the software clock even where hardware counters are
+not exposed, e.g. in containers).
+"""
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (category, predicate on (dso, symbol)); the first match wins.
+RULES = [
+    ("GEMM (oneDNN JIT code + library)", lambda d, s: d.startswith("[JIT]") or "libdnnl" in d),
+    ("attention kernel", lambda d, s: any(k in s for k in ("attn::", "forward_run", "backward_run", "pack_transposed",
+                                                           "backward_head", "forward_query_tile"))),
+    ("dropout (Philox + apply)", lambda d, s: "dropout" in s or "philox" in s or "apply<" in s),
+    ("cross-entropy (expf, logf)", lambda d, s: "cross_entropy" in s or "row_lse" in s or "expf" in s or "logf" in s),
+    ("layernorm", lambda d, s: "layernorm" in s or "row_backward" in s),
+    ("activation", lambda d, s: "activation" in s),
+    ("linear: bias fill / dbias", lambda d, s: "linear_forward" in s or "linear_backward" in s),
+    ("residual add / axpy / scale", lambda d, s: "add_forward" in s or "axpy" in s or "scale_forward" in s),
+    ("head split/merge, copies (memmove)", lambda d, s: "split_heads" in s or "merge_heads" in s or "memmove" in s
+     or "memcpy" in s or "to_bf16" in s),
+    ("zero-fill (memset)", lambda d, s: "memset" in s),
+    ("optimizer + grad scale + clip", lambda d, s: "optim::" in s),
+    ("embedding", lambda d, s: "embedding" in s),
+    ("model init (setup, not a step)", lambda d, s: "init_" in s or "Rng::" in s or "cosf" in s or "sinf" in s),
+    ("kernel (page faults, scheduling)", lambda d, s: "kernel" in d),
+    ("OpenMP runtime", lambda d, s: "gomp" in d),
+    ("malloc/free, tensor pool", lambda d, s: "malloc" in s or "free" in s or "pool" in s),
+]
+
+
+def categorise(data):
+    out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,symbol", "--stdio", "-g",
+                          "none"], capture_output=True, text=True, check=True).stdout
+    cats = collections.Counter()
+    for line in out.splitlines():
+        m = re.match(r"\s+([\d.]+)%\s+(\S+(?: tid \d+)?)\s+\[.\]\s+(.*)", line)
+        if not m:
+            continue
+        pct, dso, sym = float(m.group(1)), m.group(2), m.group(3).strip()
+        for name, pred in RULES:
+            if pred(dso, sym):
+                cats[name] += pct
+                break
+        else:
+            cats["other"] += pct
+    return cats
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", help="an existing perf.data to categorise (no new run)")
+    ap.add_argument("--bench", default=os.path.join(ROOT, "build", "bench", "bench_model"))
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--tokens-per-sample", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--bf16", action="store_true")
+    args = ap.parse_args()
+    data = args.data
+    if data is None:
+        tmp = tempfile.mkdtemp()
+        data = os.path.join(tmp, "perf.data")
+        cmd = [args.bench, "train", "--threads", str(args.threads), "--vocab", str(args.vocab), "--tokens-per-sample",
+               str(args.tokens_per_sample), "--warmup", "1", "--steps", str(args.steps)] + (["--bf16"] if args.bf16 else [])
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        rec = subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "2000", "-g", "-o", data] + cmd, env=env,
+                             capture_output=True, text=True)
+        if rec.returncode != 0:
+            sys.stderr.write(rec.stderr)
+            raise SystemExit(1)
+        print(next(line for line in rec.stdout.splitlines() if line.startswith("{")))
+    for name, pct in categorise(data).most_common():
+        print(f"{pct:6.1f}%  {name}")
+    if args.data is None:
+        os.remove(data)
+        os.rmdir(os.path.dirname(data))
+
+
+if __name__ == "__main__":
+    main()
