@@ -225,21 +225,29 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int32_t ignore_index
   const int64_t v = logits.shape()[-1];
   ops::CrossEntropyDims d{.n = logits.numel() / v, .v = v, .ignore_index = ignore_index, .reduction = reduction};
   STRETCH_CHECK(targets.numel() == d.n, "cross_entropy: " << targets.numel() << " targets for " << d.n << " rows");
+  if (buffer == LogitsBuffer::ReuseForGradient && needs_grad({&logits}) && !logits.has_grad()) {
+    // In place: the logits become exp(x − rowmax), then (backward) the gradient, which is then
+    // the logits' grad buffer itself.
+    Tensor inv_sum = Tensor::empty({d.n});
+    ops::CrossEntropyResult r =
+        ops::cross_entropy_forward_inplace(logits.data(), inv_sum.f32(), nullptr, nullptr, targets.i32(), d);
+    if (count) *count = r.count;
+    Var loss(Tensor::full({1}, static_cast<float>(r.loss)), true);
+    tape().push([logits, targets, inv_sum, loss, d, r] {
+      ops::cross_entropy_backward_inplace(logits.data(), inv_sum.f32(), targets.i32(), loss.grad_data()[0], r.count,
+                                          d);
+      logits.accumulate_grad(logits.value());
+    });
+    return loss;
+  }
   Tensor lse = Tensor::empty({d.n});
   ops::CrossEntropyResult r = ops::cross_entropy_forward(nullptr, lse.f32(), logits.data(), targets.i32(), d);
   if (count) *count = r.count;
   Var loss(Tensor::full({1}, static_cast<float>(r.loss)));
   if (needs_grad({&logits})) {
     loss.set_requires_grad(true);
-    tape().push([logits, targets, lse, loss, d, r, buffer] {
+    tape().push([logits, targets, lse, loss, d, r] {
       const float dloss = loss.grad_data()[0];
-      if (buffer == LogitsBuffer::ReuseForGradient && !logits.has_grad()) {
-        // The gradient replaces the logits in place; the logits' grad then IS that buffer.
-        ops::cross_entropy_backward(logits.data(), logits.data(), lse.f32(), targets.i32(), dloss, r.count, d,
-                                    ops::GradInit::Overwrite);
-        logits.accumulate_grad(logits.value());
-        return;
-      }
       store_grad(logits, [&](float* g, ops::GradInit init) {
         ops::cross_entropy_backward(g, logits.data(), lse.f32(), targets.i32(), dloss, r.count, d, init);
       });

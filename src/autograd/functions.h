@@ -37,10 +37,12 @@ Var embedding(const Tensor& ids, const Var& table, float scale = 1.0f);
 // [B, T, H·D] -> [B, H, T, D] and back
 Var split_heads(const Var& x, int64_t heads);
 Var merge_heads(const Var& x);
-// What cross_entropy's backward may do with the logits buffer. ReuseForGradient: when the
-// logits have no gradient yet, ∂loss/∂logits is written over their values (no second [N, V]
-// buffer, one memory pass less); logits.value() is then garbage after backward. Training uses
-// it; anything that reads the logits after backward must keep the default.
+// What cross_entropy may do with the logits buffer. ReuseForGradient (when a gradient is
+// recorded and the logits have none yet): the forward replaces the logits by exp(x − rowmax)
+// and the backward turns those into ∂loss/∂logits in place (ops cross_entropy_*_inplace: one
+// expf pass instead of two, no second [N, V] buffer); logits.value() no longer holds the logits
+// once cross_entropy has returned. Training uses it; anything that reads the logits afterwards
+// must keep the default.
 enum class LogitsBuffer : uint8_t { Keep, ReuseForGradient };
 
 // Scalar NLL (nats): sum or mean over rows whose target != ignore_index.

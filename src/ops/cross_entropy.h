@@ -35,6 +35,16 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
                             float dloss, int64_t count, const CrossEntropyDims& d,
                             GradInit init = GradInit::Accumulate);
 
+// Training's fused form, in place over the logits (one expf pass per element instead of two):
+// forward overwrites x [N, V] with e = exp(x − rowmax) and writes inv_sum [N] = 1 / Σ_v e, plus the
+// same result, losses and lse (each may be null) as cross_entropy_forward; backward turns e into
+// dloss · (e·inv_sum − onehot(target)) / (count if Mean) in place, ignored rows 0. Together they
+// equal cross_entropy_forward + cross_entropy_backward(GradInit::Overwrite) up to float rounding.
+CrossEntropyResult cross_entropy_forward_inplace(float* x, float* inv_sum, float* losses, float* lse,
+                                                 const int32_t* targets, const CrossEntropyDims& d);
+void cross_entropy_backward_inplace(float* x, const float* inv_sum, const int32_t* targets, float dloss,
+                                    int64_t count, const CrossEntropyDims& d);
+
 namespace ref {
 CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
                                          const CrossEntropyDims& d);

@@ -81,6 +81,70 @@ CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float*
   return r;
 }
 
+CrossEntropyResult cross_entropy_forward_inplace(float* x_all, float* inv_sum, float* losses, float* lse,
+                                                 const int32_t* targets, const CrossEntropyDims& d) {
+  check_targets(targets, d);
+  const int64_t V = d.v;
+  double total = 0.0;
+  int64_t count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total, count) if (d.n * V > cpu::kParallelThreshold / 4)
+  for (int64_t n = 0; n < d.n; ++n) {
+    float* __restrict x = x_all + n * V;
+    float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+    for (int64_t v = 0; v < V; ++v) m = x[v] > m ? x[v] : m;
+    const int32_t t = targets[n];
+    const double xt = t != d.ignore_index ? static_cast<double>(x[t]) : 0.0;
+    double s = 0.0;  // float sums per chunk of kChunk, added in double (as row_lse)
+    for (int64_t v0 = 0; v0 < V; v0 += kChunk) {
+      const int64_t v1 = v0 + kChunk < V ? v0 + kChunk : V;
+      float cs = 0.f;
+#pragma omp simd reduction(+ : cs)
+      for (int64_t v = v0; v < v1; ++v) {
+        const float e = expf(x[v] - m);
+        x[v] = e;
+        cs += e;
+      }
+      s += cs;
+    }
+    const double l = static_cast<double>(m) + std::log(s);
+    inv_sum[n] = static_cast<float>(1.0 / s);
+    if (lse) lse[n] = static_cast<float>(l);
+    double loss = 0.0;
+    if (t != d.ignore_index) {
+      loss = l - xt;
+      total += loss;
+      count += 1;
+    }
+    if (losses) losses[n] = static_cast<float>(loss);
+  }
+  CrossEntropyResult r;
+  r.count = count;
+  r.loss = d.reduction == Reduction::Mean ? (count ? total / static_cast<double>(count) : 0.0) : total;
+  return r;
+}
+
+void cross_entropy_backward_inplace(float* x_all, const float* inv_sum, const int32_t* targets, float dloss,
+                                    int64_t count, const CrossEntropyDims& d) {
+  const float scale = d.reduction == Reduction::Mean
+                          ? (count ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(count)) : 0.f)
+                          : dloss;
+  const int64_t V = d.v;
+#pragma omp parallel for schedule(static) if (d.n * V > cpu::kParallelThreshold / 4)
+  for (int64_t n = 0; n < d.n; ++n) {
+    float* __restrict g = x_all + n * V;
+    const int32_t t = targets[n];
+    if (t == d.ignore_index) {
+      std::fill(g, g + V, 0.f);
+      continue;
+    }
+    const float f = scale * inv_sum[n];
+#pragma omp simd
+    for (int64_t v = 0; v < V; ++v) g[v] *= f;
+    g[t] -= scale;
+  }
+}
+
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                             float dloss, int64_t count, const CrossEntropyDims& d, GradInit init) {
   check_targets(targets, d);

@@ -18,8 +18,10 @@ Output out_of(const char* name, std::vector<float>& v) { return {name, v.data(),
 enum class Targets : uint8_t { Random, SomeIgnored, AllIgnored };
 // Backward variants: Plain (+= into random gradients); Overwrite (GradInit::Overwrite into a garbage
 // buffer) and InPlace (Overwrite with dlogits aliasing a copy of the logits, training's path), both
-// against the reference accumulating into zeros.
-enum class CeGrad : uint8_t { Plain, Overwrite, InPlace };
+// against the reference accumulating into zeros. Fused: cross_entropy_forward_inplace +
+// cross_entropy_backward_inplace on a copy of the logits (training's path) against the reference
+// forward and backward into zeros.
+enum class CeGrad : uint8_t { Plain, Overwrite, InPlace, Fused };
 class CrossEntropyRun : public OpRun {
  public:
   CrossEntropyRun(CrossEntropyDims d, float logit_scale, Targets t, CeGrad g, uint64_t seed) : d_(d), g_(g) {
@@ -38,10 +40,22 @@ class CrossEntropyRun : public OpRun {
       auto& r = o_[static_cast<int>(Impl::Reference)].dlogits;
       std::fill(r.begin(), r.end(), 0.f);
     }
-    if (g == CeGrad::InPlace) o_[static_cast<int>(Impl::Fast)].dlogits = logits_;
+    if (g == CeGrad::InPlace || g == CeGrad::Fused) o_[static_cast<int>(Impl::Fast)].dlogits = logits_;
+    inv_sum_.assign(d.n, 0.f);
   }
   void run(Impl impl, Pass pass) override {
     Out& o = o_[static_cast<int>(impl)];
+    if (g_ == CeGrad::Fused && impl == Impl::Fast) {
+      if (pass == Pass::Forward) {
+        CrossEntropyResult r = cross_entropy_forward_inplace(o.dlogits.data(), inv_sum_.data(), o.losses.data(),
+                                                             o.lse.data(), targets_.data(), d_);
+        o.scalars = {static_cast<float>(r.loss), static_cast<float>(r.count)};
+      } else {
+        cross_entropy_backward_inplace(o.dlogits.data(), inv_sum_.data(), targets_.data(), 0.75f,
+                                       static_cast<int64_t>(o.scalars[1]), d_);
+      }
+      return;
+    }
     if (pass == Pass::Forward) {
       CrossEntropyResult r =
           impl == Impl::Fast
@@ -74,7 +88,7 @@ class CrossEntropyRun : public OpRun {
   };
   CrossEntropyDims d_;
   CeGrad g_;
-  std::vector<float> logits_;
+  std::vector<float> logits_, inv_sum_;
   std::vector<int32_t> targets_;
   Out o_[2];
 };
@@ -181,7 +195,8 @@ void add_cross_entropy_cases(std::vector<OpCase>& cases) {
     const Targets t = s.t;
     const char* tn = t == Targets::Random ? "" : t == Targets::SomeIgnored ? " some-ignored" : " all-ignored";
     for (auto [g, name] : {std::pair{CeGrad::Plain, "cross_entropy"}, std::pair{CeGrad::Overwrite, "cross_entropy(grad=)"},
-                           std::pair{CeGrad::InPlace, "cross_entropy(in place)"}}) {
+                           std::pair{CeGrad::InPlace, "cross_entropy(in place)"},
+                           std::pair{CeGrad::Fused, "cross_entropy(fused in place)"}}) {
       if (g != CeGrad::Plain && s.size == Size::Bench) continue;
       const CeGrad gv = g;
       cases.push_back(OpCase{.op = name,
