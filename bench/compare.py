@@ -2,9 +2,20 @@
 """stretch vs PyTorch on the same configurations, in one run, as ratios (issues 5-7).
 
 Runs build/bench/bench_model (stretch: the real TransformerLM, optimizer, clipping and eval-lm
-scorer on synthetic tokens) and bench/torch_lm.py (the fairseq-style PyTorch 1.13 anchor) on
-the same shapes, interleaved A B B A per configuration so that load changes hit both sides
-alike, and prints markdown tables:
+scorer on synthetic tokens) and bench/torch_lm.py (the fairseq-style PyTorch model) on the same
+shapes, interleaved A B C / C B A per configuration so that load changes hit every side alike,
+and prints markdown tables. PyTorch runs as:
+
+  1.13   Debian's python3-torch (build/pyenv), fairseq's F.multi_head_attention_forward with the
+         fork's materialised ALiBi mask;
+  sdpa   the current PyTorch from PyPI (build/torch2env, made by bench/setup_torch2.sh) with
+         F.scaled_dot_product_attention and the ALiBi bias as its float mask;
+  flex   the same PyTorch with compiled flex_attention and an ALiBi score_mod (evaluation only:
+         FlexAttention has no backward on CPU).
+
+The anchor of each row is the fastest of these (by tokens per CPU second); every ratio is
+stretch over that anchor, and the anchor's name is printed with it. Without build/torch2env
+(or with --no-torch2) only 1.13 runs. The tables:
 
   training   tokens/s for each model (4L/256/4H/1024 "small", 6L/512/8H/2048 "medium") x vocab
              (256 bytes, 10,008 PTB) x T (128, 512), B = 8, pre-norm, untied, dropout 0.1, ALiBi
@@ -70,8 +81,10 @@ def stretch_cmd(args, mode, m, V, threads, extra):
         ["--warmup", str(args.warmup), "--steps", str(args.steps)]
 
 
-def torch_cmd(args, mode, m, V, threads, extra):
-    return [args.python, os.path.join(HERE, "torch_lm.py"), mode, "--threads", str(threads), "--vocab", str(V)] + \
+def torch_cmd(args, mode, m, V, threads, extra, variant="1.13"):
+    python = args.python if variant == "1.13" else args.torch2
+    attn = {"1.13": "mha", "sdpa": "sdpa", "flex": "flex"}[variant]
+    return [python, os.path.join(HERE, "torch_lm.py"), mode, "--attn", attn, "--threads", str(threads), "--vocab", str(V)] + \
         model_flags(m) + extra + ["--warmup", str(args.warmup), "--steps", str(args.steps)]
 
 
@@ -99,6 +112,22 @@ def best(runs, key="tokens_per_cpu_s"):
     return out
 
 
+def torch_sides(args, mode):
+    """[(side name, variant)] of the PyTorch runs for this mode."""
+    sides = [("t113", "1.13")]
+    if args.torch2:
+        sides.append(("sdpa", "sdpa"))
+        if mode == "eval" and not args.no_flex:
+            sides.append(("flex", "flex"))
+    return sides
+
+
+def anchor(runs, sides):
+    """The fastest PyTorch side (by its best run's tokens per CPU second): (name, record, all runs)."""
+    name = max((side for side, _ in sides), key=lambda sd: best(runs[sd])[0]["tokens_per_cpu_s"])
+    return name, best(runs[name])[0], runs[name]
+
+
 def fmt(x, nd=0):
     return f"{x:,.{nd}f}"
 
@@ -111,27 +140,32 @@ def train_section(args, env):
             for V in args.vocabs:
                 for T in args.lengths_train:
                     extra = ["--tokens-per-sample", str(T), "--batch", str(args.batch)]
-                    makers = [("s", lambda: stretch_cmd(args, "train", m, V, threads, extra)),
-                              ("t", lambda: torch_cmd(args, "train", m, V, threads, extra))]
+                    sides = torch_sides(args, "train")
+                    makers = [("s", lambda: stretch_cmd(args, "train", m, V, threads, extra))]
+                    makers += [(sd, lambda v=v: torch_cmd(args, "train", m, V, threads, extra, v)) for sd, v in sides]
                     if args.bf16:
                         makers.append(("b", lambda: stretch_cmd(args, "train", m, V, threads, extra + ["--bf16"])))
                     runs = interleaved(args, makers, env)
-                    s, t = best(runs["s"])[0], best(runs["t"])[0]
+                    s = best(runs["s"])[0]
+                    tname, t, _ = anchor(runs, sides)
+                    t = dict(t, anchor=tname, others={sd: best(runs[sd])[0]["tokens_per_cpu_s"] for sd, _ in sides})
                     b = best(runs["b"])[0] if args.bf16 else None
                     f = 3 * fwd_flops_per_token(m, V, T)
                     rows.append((threads, mname, V, T, s, t, b, f))
                     print(f"  train {mname} V={V} T={T} threads={threads}: stretch {s['tokens_per_cpu_s']:.0f} "
-                          f"torch {t['tokens_per_cpu_s']:.0f}" + (f" bf16 {b['tokens_per_cpu_s']:.0f}" if b else "") +
+                          f"torch {t['others']}" + (f" bf16 {b['tokens_per_cpu_s']:.0f}" if b else "") +
                           " tokens/CPU-s", file=sys.stderr)
     bf = " stretch bf16 tok/CPU-s | **bf16 ratio** |" if args.bf16 else ""
-    lines = ["| threads | model | V | T | stretch tok/CPU-s | PyTorch tok/CPU-s | **ratio (CPU)** | "
-             "stretch tok/s | PyTorch tok/s | ratio (wall) | MFU stretch / PyTorch (CPU) |" + bf,
-             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.bf16 else "")]
+    lines = ["| threads | model | V | T | stretch tok/CPU-s | PyTorch tok/CPU-s (" + " / ".join(
+             n for n, _ in torch_sides(args, "train")) + ") | anchor | **ratio (CPU)** | "
+             "stretch tok/s | anchor tok/s | ratio (wall) | MFU stretch / anchor (CPU) |" + bf,
+             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.bf16 else "")]
     for threads, mname, V, T, s, t, b, f in rows:
         mfu_s, mfu_t = s["tokens_per_cpu_s"] * f / CORE_PEAK, t["tokens_per_cpu_s"] * f / CORE_PEAK
         extra = (f" {fmt(b['tokens_per_cpu_s'])} | **{b['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** |"
                  if b else "")
-        lines.append(f"| {threads} | {mname} | {V:,} | {T} | {fmt(s['tokens_per_cpu_s'])} | {fmt(t['tokens_per_cpu_s'])} | "
+        others = " / ".join(fmt(x) for x in t["others"].values())
+        lines.append(f"| {threads} | {mname} | {V:,} | {T} | {fmt(s['tokens_per_cpu_s'])} | {others} | {t['anchor']} | "
                      f"**{s['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | {fmt(s['tokens_per_s'])} | "
                      f"{fmt(t['tokens_per_s'])} | {s['tokens_per_s'] / t['tokens_per_s']:.2f} | "
                      f"{mfu_s:.2f} / {mfu_t:.2f} |" + extra)
@@ -145,27 +179,41 @@ def eval_section(args, env):
     for threads in args.thread_list:
         for T in args.lengths_eval:
             extra = ["--lengths", str(T)]
-            runs = interleaved(args, [("s", lambda: stretch_cmd(args, "eval", m, V, threads, extra)),
-                                      ("t", lambda: torch_cmd(args, "eval", m, V, threads, extra))], env)
-            s_runs, t_runs = runs["s"], runs["t"]
-            s, t = best(s_runs)[0], best(t_runs)[0]
+            sides = torch_sides(args, "eval")
+            makers = [("s", lambda: stretch_cmd(args, "eval", m, V, threads, extra))]
+            makers += [(sd, lambda v=v: torch_cmd(args, "eval", m, V, threads, extra, v)) for sd, v in sides]
+            runs = interleaved(args, makers, env)
+            s_runs = runs["s"]
+            s = best(s_runs)[0]
+            tname, t, t_runs = anchor(runs, sides)
+            # The smallest peak of any PyTorch side, so the memory ratio is also shown at its strictest.
+            t_rss_min = min(min(r[0]["peak_rss_mb"] for r in runs[sd]) for sd, _ in sides)
             # Peak RSS: the smallest of the runs (each run is a fresh process; the peak is a property
             # of the program, load does not lower it).
             s_rss = min(r[0]["peak_rss_mb"] for r in s_runs)
             t_rss = min(r[0]["peak_rss_mb"] for r in t_runs)
-            rows.append((threads, T, s, t, s_rss, t_rss, fwd_flops_per_token(m, V, T)))
-            print(f"  eval T={T} threads={threads}: stretch {s['tokens_per_cpu_s']:.0f} torch "
+            rows.append((threads, T, s, dict(t, anchor=tname), s_rss, t_rss, t_rss_min, fwd_flops_per_token(m, V, T)))
+            print(f"  eval T={T} threads={threads}: stretch {s['tokens_per_cpu_s']:.0f} torch ({tname}) "
                   f"{t['tokens_per_cpu_s']:.0f} tokens/CPU-s, RSS {s_rss:.0f} / {t_rss:.0f} MB", file=sys.stderr)
-    lines = ["| threads | T | stretch tok/CPU-s | PyTorch tok/CPU-s | **ratio (CPU)** | stretch tok/s | "
-             "PyTorch tok/s | ratio (wall) | peak RSS stretch / PyTorch (MB) | **RSS ratio** | MFU stretch (CPU) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for threads, T, s, t, s_rss, t_rss, f in rows:
-        lines.append(f"| {threads} | {T} | {fmt(s['tokens_per_cpu_s'])} | {fmt(t['tokens_per_cpu_s'])} | "
+    lines = ["| threads | T | stretch tok/CPU-s | anchor | anchor tok/CPU-s | **ratio (CPU)** | stretch tok/s | "
+             "anchor tok/s | ratio (wall) | peak RSS stretch / anchor (MB) | **RSS ratio** | "
+             "RSS ratio to the leanest PyTorch | MFU stretch (CPU) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for threads, T, s, t, s_rss, t_rss, t_rss_min, f in rows:
+        lines.append(f"| {threads} | {T} | {fmt(s['tokens_per_cpu_s'])} | {t['anchor']} | {fmt(t['tokens_per_cpu_s'])} | "
                      f"**{s['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | {fmt(s['tokens_per_s'])} | "
                      f"{fmt(t['tokens_per_s'])} | {s['tokens_per_s'] / t['tokens_per_s']:.2f} | "
-                     f"{s_rss:,.0f} / {t_rss:,.0f} | **{s_rss / t_rss:.2f}** | "
+                     f"{s_rss:,.0f} / {t_rss:,.0f} | **{s_rss / t_rss:.2f}** | {s_rss / t_rss_min:.2f} | "
                      f"{s['tokens_per_cpu_s'] * f / CORE_PEAK:.2f} |")
     return "\n".join(lines)
+
+
+def torch_versions(args):
+    out = []
+    for py in [args.python] + ([args.torch2] if args.torch2 else []):
+        p = subprocess.run([py, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+        out.append(p.stdout.strip() or "?")
+    return out
 
 
 def main():
@@ -184,7 +232,11 @@ def main():
     ap.add_argument("--bf16", action="store_true", help="training: also stretch --bf16 (a third column)")
     ap.add_argument("--quick", action="store_true", help="small model, T 128, eval up to 2048, 1 repeat")
     ap.add_argument("--stretch-bench", default=os.path.join(ROOT, "build", "bench", "bench_model"))
-    ap.add_argument("--python", default=None, help="python with torch (default: build/pyenv, else this one)")
+    ap.add_argument("--python", default=None, help="python with torch 1.13 (default: build/pyenv, else this one)")
+    ap.add_argument("--torch2", default=None,
+                    help="python with the current PyTorch (default: build/torch2env if bench/setup_torch2.sh made it)")
+    ap.add_argument("--no-torch2", action="store_true", help="only Debian's PyTorch 1.13")
+    ap.add_argument("--no-flex", action="store_true", help="skip the FlexAttention evaluation anchor")
     ap.add_argument("--json", default=None, help="also write every measurement here (JSON lines)")
     args = ap.parse_args()
     if args.quick:
@@ -200,6 +252,11 @@ def main():
     if args.python is None:
         venv = os.path.join(ROOT, "build", "pyenv", "bin", "python")
         args.python = venv if os.path.exists(venv) else sys.executable
+    if args.no_torch2:
+        args.torch2 = None
+    elif args.torch2 is None:
+        venv2 = os.path.join(ROOT, "build", "torch2env", "bin", "python")
+        args.torch2 = venv2 if os.path.exists(venv2) else None
     if not os.path.exists(args.stretch_bench):
         ap.error(f"{args.stretch_bench} not found: build first (cmake --build build --target bench_model)")
     args.json_file = open(args.json, "w") if args.json else None
@@ -207,7 +264,8 @@ def main():
     load0, t0 = os.getloadavg(), time.time()
     out = [f"Run {time.strftime('%Y-%m-%d %H:%M')}, load average at start {load0[0]:.1f} "
            f"(1 min) / {load0[1]:.1f} (5 min) on {os.cpu_count()} cores; best of {args.repeats} per side, "
-           f"A B B A interleaved; {args.warmup} warm-up + {args.steps} timed steps each."]
+           f"A B B A interleaved; {args.warmup} warm-up + {args.steps} timed steps each; PyTorch "
+           f"{' and '.join(torch_versions(args))}."]
     if args.only in ("train", "all"):
         out += ["", "Training (B = %d, pre-norm, untied, dropout 0.1, ALiBi):" % args.batch, "",
                 train_section(args, env)]

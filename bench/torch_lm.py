@@ -78,27 +78,48 @@ def sinusoidal_table(num, C, padding_idx):
 class Layer(nn.Module):
     """fairseq TransformerDecoderLayer, pre-norm, no encoder attention."""
 
-    def __init__(self, C, H, F_, dropout, normalize_before):
+    def __init__(self, C, H, F_, dropout, normalize_before, attn="mha"):
         super().__init__()
-        self.H, self.dropout, self.normalize_before = H, dropout, normalize_before
+        self.H, self.dropout, self.normalize_before, self.attn = H, dropout, normalize_before, attn
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(C, C) for _ in range(4))
         self.self_attn_layer_norm = nn.LayerNorm(C, eps=1e-5)
         self.fc1, self.fc2 = nn.Linear(C, F_), nn.Linear(F_, C)
         self.final_layer_norm = nn.LayerNorm(C, eps=1e-5)
         self.act = F.relu
 
+    def attention_2x(self, x, bias):
+        """PyTorch 2.x attention on x [T, B, C] (no key padding: the benchmarks' tokens have none).
+        sdpa: F.scaled_dot_product_attention with the float mask bias [1, H, T, T] (causal −inf plus
+        ALiBi −m·(i−j)); flex: flex_attention (compiled) with an ALiBi score_mod and a causal
+        block mask, bias = (score_mod, block_mask)."""
+        T, B, C = x.shape
+        D = C // self.H
+
+        def heads(t):  # [T, B, C] -> [B, H, T, D]
+            return t.view(T, B, self.H, D).permute(1, 2, 0, 3)
+        q, k, v = heads(self.q_proj(x)), heads(self.k_proj(x)), heads(self.v_proj(x))
+        if self.attn == "sdpa":
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        else:
+            score_mod, block_mask = bias
+            a = flex_attention_compiled()(q, k, v, score_mod=score_mod, block_mask=block_mask)
+        return self.out_proj(a.permute(2, 0, 1, 3).reshape(T, B, C))
+
     def forward(self, x, attn_mask, key_padding_mask):  # x [T, B, C]
         r = x
         if self.normalize_before:
             x = self.self_attn_layer_norm(x)
         C = x.shape[-1]
-        x, _ = F.multi_head_attention_forward(
-            x, x, x, C, self.H, torch.empty([0]),
-            torch.cat((self.q_proj.bias, self.k_proj.bias, self.v_proj.bias)),
-            None, None, False, 0.0, self.out_proj.weight, self.out_proj.bias,
-            training=self.training, key_padding_mask=key_padding_mask, need_weights=False,
-            attn_mask=attn_mask, use_separate_proj_weight=True, q_proj_weight=self.q_proj.weight,
-            k_proj_weight=self.k_proj.weight, v_proj_weight=self.v_proj.weight)
+        if self.attn != "mha":
+            x = self.attention_2x(x, attn_mask)
+        else:
+            x, _ = F.multi_head_attention_forward(
+                x, x, x, C, self.H, torch.empty([0]),
+                torch.cat((self.q_proj.bias, self.k_proj.bias, self.v_proj.bias)),
+                None, None, False, 0.0, self.out_proj.weight, self.out_proj.bias,
+                training=self.training, key_padding_mask=key_padding_mask, need_weights=False,
+                attn_mask=attn_mask, use_separate_proj_weight=True, q_proj_weight=self.q_proj.weight,
+                k_proj_weight=self.k_proj.weight, v_proj_weight=self.v_proj.weight)
         x = r + F.dropout(x, self.dropout, self.training)
         if not self.normalize_before:
             x = self.self_attn_layer_norm(x)
@@ -116,16 +137,16 @@ class FairseqStyleLM(nn.Module):
     """fairseq transformer_lm decoder. src [B, T] -> logits [B, T, V]."""
 
     def __init__(self, V, C=256, L=4, H=4, F_=1024, pos="alibi", dropout=0.1, max_positions=8192,
-                 normalize_before=True, final_norm=True, tied=False):
+                 normalize_before=True, final_norm=True, tied=False, attn="mha"):
         super().__init__()
-        self.C, self.H, self.pos, self.dropout = C, H, pos, dropout
+        self.C, self.H, self.pos, self.dropout, self.attn = C, H, pos, dropout, attn
         self.embed_tokens = nn.Embedding(V, C, padding_idx=PAD)
         nn.init.normal_(self.embed_tokens.weight, 0, C ** -0.5)
         if pos == "learned":
             self.embed_positions = nn.Embedding(max_positions + PAD + 1, C, padding_idx=PAD)
         elif pos == "sinusoidal":
             self.register_buffer("sin_table", sinusoidal_table(max_positions + PAD + 1, C, PAD), persistent=False)
-        self.layers = nn.ModuleList(Layer(C, H, F_, dropout, normalize_before) for _ in range(L))
+        self.layers = nn.ModuleList(Layer(C, H, F_, dropout, normalize_before, attn) for _ in range(L))
         self.layer_norm = nn.LayerNorm(C, eps=1e-5) if (normalize_before and final_norm) else None
         self.output_projection = None if tied else nn.Linear(C, V, bias=False)
         self.slopes = torch.tensor(alibi_slopes(H))
@@ -133,6 +154,8 @@ class FairseqStyleLM(nn.Module):
 
     def future_mask(self, B, T, dtype):
         """fork-style [B*H, T, T] (alibi) or [T, T] causal mask, cached per (B, T)."""
+        if self.attn != "mha":
+            return self.mask_2x(T, dtype)
         if self._mask_key != (B, T, dtype):
             causal = torch.triu(torch.full((T, T), float("-inf")), 1)
             if self.pos == "alibi":
@@ -142,6 +165,30 @@ class FairseqStyleLM(nn.Module):
                 mask = causal
             self._mask, self._mask_key = mask.to(dtype), (B, T, dtype)
         return self._mask
+
+    def mask_2x(self, T, dtype):
+        """sdpa: [1, H, T, T] float mask, causal −inf + ALiBi −m·(i−j) (a proper distance penalty;
+        the fork's +m·j differs by a per-row constant); flex: (score_mod, causal block mask)."""
+        if self._mask_key == ("2x", T, dtype):
+            return self._mask
+        if self.attn == "sdpa":
+            i = torch.arange(T, dtype=torch.float)
+            dist = (i[:, None] - i[None, :])  # i - j
+            causal = torch.triu(torch.full((T, T), float("-inf")), 1)
+            slopes = self.slopes if self.pos == "alibi" else torch.zeros(self.H)
+            mask = (causal[None] - slopes[:, None, None] * dist[None]).unsqueeze(0).to(dtype)
+        else:
+            from torch.nn.attention.flex_attention import create_block_mask
+            slopes = self.slopes if self.pos == "alibi" else torch.zeros(self.H)
+
+            def alibi(score, b, h, q_idx, kv_idx):
+                return score - slopes[h] * (q_idx - kv_idx)
+
+            def causal(b, h, q_idx, kv_idx):
+                return q_idx >= kv_idx
+            mask = (alibi, create_block_mask(causal, None, None, T, T, device="cpu"))
+        self._mask, self._mask_key = mask, ("2x", T, dtype)
+        return mask
 
     def features(self, src):
         B, T = src.shape
@@ -185,6 +232,17 @@ class FairseqStyleLM(nn.Module):
 
 # ---------------------------------------------------------------------------------------------
 
+_FLEX = None
+
+
+def flex_attention_compiled():
+    global _FLEX
+    if _FLEX is None:
+        from torch.nn.attention.flex_attention import flex_attention
+        _FLEX = torch.compile(flex_attention, dynamic=False)
+    return _FLEX
+
+
 def peak_rss_mb():
     with open("/proc/self/status") as f:
         for line in f:
@@ -206,7 +264,7 @@ def loaded_lib(substrs):
 
 
 def env_info(args):
-    return {"torch": torch.__version__, "threads": torch.get_num_threads(),
+    return {"torch": torch.__version__, "attn": args.attn, "threads": torch.get_num_threads(),
             "blas": loaded_lib(["libopenblas", "libblas", "libmkl", "libblis"]),
             "malloc": "tcmalloc" if loaded_lib(["tcmalloc"]) else "system"}
 
@@ -218,7 +276,7 @@ def emit(rec):
 def make_model(args, max_positions):
     torch.manual_seed(args.seed)
     return FairseqStyleLM(args.vocab, C=args.embed_dim, L=args.layers, H=args.heads, F_=args.ffn_dim,
-                          pos=args.pos, dropout=args.dropout, max_positions=max_positions)
+                          pos=args.pos, dropout=args.dropout, max_positions=max_positions, attn=args.attn)
 
 
 def run_train(args):
@@ -329,6 +387,10 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ffn-dim", type=int, default=1024)
     ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--attn", choices=("mha", "sdpa", "flex"), default="mha",
+                    help="mha: fairseq's F.multi_head_attention_forward with the fork's materialised mask "
+                    "(any torch); sdpa: F.scaled_dot_product_attention with the ALiBi bias as its float mask; "
+                    "flex: compiled flex_attention with an ALiBi score_mod (torch >= 2.5)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5, help="timed steps / passes / scored tokens")
     ap.add_argument("--last-only", action="store_true", help="sliding: output layer for the last position only")
