@@ -35,6 +35,7 @@ Usage (from the repository root, after building):
   build/pyenv/bin/python bench/compare.py --quick          # small model, T = 128, eval to 2048
   ... --bf16                                               # + stretch --bf16 training column
   ... --json raw.jsonl                                     # every measurement as JSON lines
+  ... --write-docs                                         # also replace the tables in docs/BENCHMARKS.md
 """
 
 import argparse
@@ -208,6 +209,28 @@ def eval_section(args, env):
     return "\n".join(lines)
 
 
+DOC_BEGIN, DOC_END = "<!-- bench/compare.py tables: begin -->", "<!-- bench/compare.py tables: end -->"
+
+
+def write_docs(text, argv):
+    """Replaces the marked block of docs/BENCHMARKS.md with the command and the tables."""
+    path = os.path.join(ROOT, "docs", "BENCHMARKS.md")
+    with open(path) as f:
+        doc = f.read()
+    a, b = doc.find(DOC_BEGIN), doc.find(DOC_END)
+    if a < 0 or b < a:
+        sys.stderr.write(f"compare: {path} has no {DOC_BEGIN} ... {DOC_END} block; add the two markers where "
+                         "the tables go, or drop --write-docs\n")
+        raise SystemExit(1)
+    cmd = "build/pyenv/bin/python bench/compare.py " + " ".join(argv)
+    block = f"{DOC_BEGIN}\n```\n{cmd.strip()}\n```\n\n{text}\n"
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(doc[:a] + block + doc[b:])
+    os.replace(tmp, path)
+    print(f"compare: wrote the tables into {path}", file=sys.stderr)
+
+
 def torch_versions(args):
     out = []
     for py in [args.python] + ([args.torch2] if args.torch2 else []):
@@ -238,6 +261,9 @@ def main():
     ap.add_argument("--no-torch2", action="store_true", help="only Debian's PyTorch 1.13")
     ap.add_argument("--no-flex", action="store_true", help="skip the FlexAttention evaluation anchor")
     ap.add_argument("--json", default=None, help="also write every measurement here (JSON lines)")
+    ap.add_argument("--write-docs", action="store_true",
+                    help=f"replace the text between the markers {DOC_BEGIN!r} and {DOC_END!r} in "
+                    "docs/BENCHMARKS.md with this run's tables and command")
     args = ap.parse_args()
     if args.quick:
         args.models, args.lengths_train, args.lengths_eval, args.repeats = "small", "128", "512,2048", 1
@@ -275,6 +301,8 @@ def main():
     load1 = os.getloadavg()
     out += ["", f"Load average at end {load1[0]:.1f} / {load1[1]:.1f}; {time.time() - t0:.0f} s in all."]
     print("\n".join(out))
+    if args.write_docs:
+        write_docs("\n".join(out), [a for a in sys.argv[1:] if a != "--write-docs"])
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 #include "autograd/tape.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/gemm.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 
@@ -31,10 +32,21 @@ Var linear(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi) {
   STRETCH_CHECK(x.shape()[-1] == in, "linear: input " << x.shape().str() << " vs weight " << w.shape().str());
   ops::LinearDims d{.n = x.numel() / in, .in_features = in, .out_features = outf};
   Var y(Tensor::empty(with_last(x.shape(), outf)));
-  ops::linear_forward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, d, epi);
-  if (needs_grad({&x, &w, &b})) {
+  const bool grad = needs_grad({&x, &w, &b});
+  // bf16 training: round the input and the weight once for the three GEMMs (forward, dinp, dW).
+  Tensor x16, w16;
+  ops::LinearBf16 pre;
+  if (grad && ops::matmul_precision() == ops::GemmPrecision::Bf16 && d.n > 0 && in > 0 && outf > 0) {
+    x16 = Tensor::empty({d.n, in}, DType::BF16);
+    w16 = Tensor::empty({outf, in}, DType::BF16);
+    ops::round_to_bf16(reinterpret_cast<uint16_t*>(x16.bf()), x.data(), d.n, in);
+    ops::round_to_bf16(reinterpret_cast<uint16_t*>(w16.bf()), w.data(), outf, in);
+    pre = {.inp = reinterpret_cast<const uint16_t*>(x16.bf()), .weight = reinterpret_cast<const uint16_t*>(w16.bf())};
+  }
+  ops::linear_forward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, d, epi, pre);
+  if (grad) {
     y.set_requires_grad(true);
-    tape().push([x, w, b, y, d, epi] {
+    tape().push([x, w, b, y, d, epi, x16, w16, pre] {
       float* dy = y.grad_data();
       // ReLU backward from the output, in place: dy becomes ∂L/∂(pre-activation).
       if (epi == ops::LinearEpilogue::Relu)
@@ -43,7 +55,7 @@ Var linear(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi) {
       float* dx = x.requires_grad() ? x.grad_for(init) : nullptr;
       ops::linear_backward(dx, w.requires_grad() ? w.grad_data() : nullptr,
                            b.defined() && b.requires_grad() ? b.grad_data() : nullptr, dy, x.data(), w.data(), d,
-                           init);
+                           init, pre);
       y.release_grad();
     });
   }

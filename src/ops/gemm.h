@@ -27,7 +27,16 @@ struct GemmParams {
   const float* bias = nullptr;        // [N] or null
   GemmEpilogue epilogue = GemmEpilogue::None;
   GemmPrecision precision = GemmPrecision::Fp32;
+  // Under Bf16 only: packed bf16 copies of A and B as stored (natural leading dimension, made by
+  // round_to_bf16) that a caller already has; gemm then reads them instead of rounding a / b
+  // again (a linear layer rounds its input, weight and output gradient once for its three GEMMs).
+  const uint16_t* a16 = nullptr;
+  const uint16_t* b16 = nullptr;
 };
+
+// rows × cols floats (leading dimension ld, 0 = cols) -> packed bf16 [rows, cols], rounded to
+// nearest even (tensor/dtype.h's float_to_bf16, vectorised): what gemm does to A and B under Bf16.
+void round_to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld = 0);
 
 // Fast path (oneDNN, multi-threaded over the OpenMP pool).
 void gemm(const GemmParams& p, const float* a, const float* b, float* c);

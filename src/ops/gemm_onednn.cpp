@@ -23,8 +23,10 @@ int64_t lead(int64_t given, int64_t natural) { return given > 0 ? given : natura
 
 GemmPrecision g_precision = GemmPrecision::Fp32;
 
-// rows × cols floats (leading dimension ld) -> packed bf16 [rows, cols], round to nearest even.
-void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld) {
+}  // namespace
+
+void round_to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld) {
+  if (ld <= 0) ld = cols;
 #pragma omp parallel for schedule(static) if (rows * cols > cpu::kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r) {
     const uint32_t* s = reinterpret_cast<const uint32_t*>(src + r * ld);
@@ -38,6 +40,8 @@ void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_
     }
   }
 }
+
+namespace {
 
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -93,12 +97,14 @@ void gemm_matmul(const GemmParams& p, const float* a, const float* b, float* c, 
   void* a_ptr = const_cast<float*>(a);
   void* b_ptr = const_cast<float*>(b);
   const size_t a_n = static_cast<size_t>(p.m * p.k), b_n = static_cast<size_t>(p.k * p.n);
-  cpu::Scratch a_buf(bf16 ? static_cast<int64_t>((a_n + 1) / 2) : 0), b_buf(bf16 ? static_cast<int64_t>((b_n + 1) / 2) : 0);
+  const bool round_a = bf16 && !p.a16, round_b = bf16 && !p.b16;
+  cpu::Scratch a_buf(round_a ? static_cast<int64_t>((a_n + 1) / 2) : 0),
+      b_buf(round_b ? static_cast<int64_t>((b_n + 1) / 2) : 0);
   if (bf16) {
-    auto* a16 = reinterpret_cast<uint16_t*>(a_buf.data());
-    auto* b16 = reinterpret_cast<uint16_t*>(b_buf.data());
-    to_bf16(a16, a, ta ? p.k : p.m, ta ? p.m : p.k, lda);
-    to_bf16(b16, b, tb ? p.n : p.k, tb ? p.k : p.n, ldb);
+    uint16_t* a16 = round_a ? reinterpret_cast<uint16_t*>(a_buf.data()) : const_cast<uint16_t*>(p.a16);
+    uint16_t* b16 = round_b ? reinterpret_cast<uint16_t*>(b_buf.data()) : const_cast<uint16_t*>(p.b16);
+    if (round_a) round_to_bf16(a16, a, ta ? p.k : p.m, ta ? p.m : p.k, lda);
+    if (round_b) round_to_bf16(b16, b, tb ? p.n : p.k, tb ? p.k : p.n, ldb);
     a_ptr = a16;
     b_ptr = b16;
   }
@@ -145,6 +151,7 @@ void gemm(const GemmParams& p, const float* a, const float* b, float* c) {
 }
 
 void gemm_batched(const GemmParams& p, const BatchStrides& s, const float* a, const float* b, float* c) {
+  STRETCH_CHECK(!p.a16 && !p.b16, "gemm_batched: pre-rounded bf16 operands are for single GEMMs");
   for (int64_t i = 0; i < s.batch; ++i) gemm(p, a + i * s.stride_a, b + i * s.stride_b, c + i * s.stride_c);
 }
 

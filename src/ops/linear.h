@@ -19,12 +19,22 @@ struct LinearDims {
 // pre-activation: activation_backward(d, d, out, n, Relu, Overwrite) turns dout into dpre in place.
 enum class LinearEpilogue : uint8_t { None, Relu };
 
+// Under matmul_precision() == Bf16: packed bf16 copies of inp [N, I] and weight [O, I]
+// (ops::round_to_bf16) made once by the caller and read by forward and backward instead of
+// rounding the operands again for each of the three GEMMs; null members are rounded per GEMM.
+// Backward also rounds dout once for its two GEMMs. Results are identical either way.
+struct LinearBf16 {
+  const uint16_t* inp = nullptr;
+  const uint16_t* weight = nullptr;
+};
+
 // out [N, O] = epi(inp [N, I] · weight [O, I]ᵀ + bias [O]) (bias may be null)
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d,
-                    LinearEpilogue epi = LinearEpilogue::None);
+                    LinearEpilogue epi = LinearEpilogue::None, const LinearBf16& pre = {});
 // dinp [N, I] += dout · W (= with dinp_init Overwrite);  dweight [O, I] += doutᵀ · inp;  dbias [O] += Σ_n dout
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, const LinearDims& d, GradInit dinp_init = GradInit::Accumulate);
+                     const float* weight, const LinearDims& d, GradInit dinp_init = GradInit::Accumulate,
+                     const LinearBf16& pre = {});
 
 namespace ref {
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d,

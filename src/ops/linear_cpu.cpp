@@ -1,7 +1,8 @@
 // ops/linear_cpu.cpp — linear on the one GEMM interface (ops/gemm.h, oneDNN sgemm).
 // Forward: one GEMM with the bias (and the fused ReLU) in its epilogue (oneDNN's matmul primitive),
 // so neither costs a pass over the output. Products in ops::matmul_precision() (fp32 or bf16).
-// Backward: two GEMMs with beta = 1 (accumulate, the += contract) and a thread-count-independent
+// Under bf16 the operands may come pre-rounded (LinearBf16) and dout is rounded once for both
+// backward GEMMs. Backward: two GEMMs with beta = 1 (accumulate, the += contract) and a thread-count-independent
 // column sum for dbias (cpu::reduce_rows).
 #include "core/error.h"
 #include "ops/cpu_util.h"
@@ -17,7 +18,7 @@ void check_dims(const LinearDims& d) {
 }  // namespace
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d,
-                    LinearEpilogue epi) {
+                    LinearEpilogue epi, const LinearBf16& pre) {
   check_dims(d);
   const int64_t N = d.n, I = d.in_features, O = d.out_features;
   if (N == 0 || O == 0) return;
@@ -29,25 +30,35 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
                   .k = I,
                   .bias = bias,
                   .epilogue = epi == LinearEpilogue::Relu ? GemmEpilogue::Relu : GemmEpilogue::None,
-                  .precision = matmul_precision()},
+                  .precision = matmul_precision(),
+                  .a16 = pre.inp,
+                  .b16 = pre.weight},
        inp, weight, out);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, const LinearDims& d, GradInit dinp_init) {
+                     const float* weight, const LinearDims& d, GradInit dinp_init, const LinearBf16& pre) {
   check_dims(d);
   const int64_t N = d.n, I = d.in_features, O = d.out_features;
+  // bf16: dout [N, O] rounded once for both GEMMs (it is A, as stored, in each).
+  const bool round_dout = matmul_precision() == GemmPrecision::Bf16 && dinp && dweight && N > 0 && O > 0 && I > 0;
+  cpu::Scratch dout_buf(round_dout ? (N * O + 1) / 2 : 0);
+  const uint16_t* dout16 = nullptr;
+  if (round_dout) {
+    round_to_bf16(reinterpret_cast<uint16_t*>(dout_buf.data()), dout, N, O);
+    dout16 = reinterpret_cast<const uint16_t*>(dout_buf.data());
+  }
   if (dinp && N > 0 && I > 0) {
     // dinp [N, I] (+)= dout [N, O] · weight [O, I]   (beta 0 overwrites; O = 0 then writes zeros)
     const float beta = dinp_init == GradInit::Accumulate ? 1.f : 0.f;
     gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::No, .m = N, .n = I, .k = O, .alpha = 1.f, .beta = beta,
-                    .precision = matmul_precision()},
+                    .precision = matmul_precision(), .a16 = dout16, .b16 = pre.weight},
          dout, weight, dinp);
   }
   if (dweight && O > 0 && I > 0) {
     // dweight [O, I] += dout [N, O]ᵀ · inp [N, I]
     gemm(GemmParams{.trans_a = Trans::Yes, .trans_b = Trans::No, .m = O, .n = I, .k = N, .alpha = 1.f, .beta = 1.f,
-                    .precision = matmul_precision()},
+                    .precision = matmul_precision(), .a16 = dout16, .b16 = pre.inp},
          dout, inp, dweight);
   }
   if (dbias && N > 0 && O > 0) {

@@ -20,6 +20,8 @@
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/rng.h"
+#include "ops/gemm.h"
+#include "ops/linear.h"
 
 namespace stretch::autograd {
 namespace {
@@ -151,6 +153,37 @@ TEST(FusedFunctions, CrossEntropyInPlaceGradientMatchesKeep) {
   NoGradGuard no_grad;
   Var logits3 = linear(x2, w2, Var());
   expect_same(logits2.value(), logits3.value(), "Keep leaves the logits");
+}
+
+// bf16 training: autograd's linear rounds its input and weight once for the three GEMMs and
+// backward rounds dout once for two. The result must be bitwise the ops-level linear that rounds
+// every operand per GEMM (same rounding of the same values), for y, dx, dW and db, with and
+// without the ReLU epilogue.
+TEST(FusedFunctions, Bf16LinearRoundsOnceWithTheSameResult) {
+  struct PrecisionGuard {
+    ~PrecisionGuard() { ops::set_matmul_precision(ops::GemmPrecision::Fp32); }
+  } guard;
+  ops::set_matmul_precision(ops::GemmPrecision::Bf16);
+  const int64_t N = 29, I = 40, O = 23;
+  for (auto epi : {ops::LinearEpilogue::None, ops::LinearEpilogue::Relu}) {
+    Var x = random_var({N, I}, 71), w = random_var({O, I}, 72), b = random_var({O}, 73);
+    Var dy_src = random_var({N, O}, 74);
+    Var y = linear(x, w, b, epi);
+    // Seed dL/dy = g directly, then replay the tape (backward's own scalar is a dummy here).
+    std::copy_n(dy_src.value().f32(), N * O, y.grad().f32());
+    tape().backward(Var(Tensor::full({1}, 0.f), true));
+    std::vector<float> y2(N * O), dx2(N * I, 0.f), dw2(O * I, 0.f), db2(O, 0.f), g(dy_src.value().f32(),
+                                                                                       dy_src.value().f32() + N * O);
+    const ops::LinearDims d{.n = N, .in_features = I, .out_features = O};
+    ops::linear_forward(y2.data(), x.data(), w.data(), b.data(), d, epi);
+    if (epi == ops::LinearEpilogue::Relu)
+      for (int64_t i = 0; i < N * O; ++i) g[i] = y2[i] > 0.f ? g[i] : 0.f;
+    ops::linear_backward(dx2.data(), dw2.data(), db2.data(), g.data(), x.data(), w.data(), d);
+    for (int64_t i = 0; i < N * O; ++i) ASSERT_EQ(y.value().f32()[i], y2[i]) << "y " << i;
+    for (int64_t i = 0; i < N * I; ++i) ASSERT_EQ(x.grad().f32()[i], dx2[i]) << "dx " << i;
+    for (int64_t i = 0; i < O * I; ++i) ASSERT_EQ(w.grad().f32()[i], dw2[i]) << "dw " << i;
+    for (int64_t i = 0; i < O; ++i) ASSERT_EQ(b.grad().f32()[i], db2[i]) << "db " << i;
+  }
 }
 
 }  // namespace

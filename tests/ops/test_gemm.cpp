@@ -6,6 +6,7 @@
 
 #include "core/rng.h"
 #include "ops/gemm.h"
+#include "tensor/dtype.h"
 
 namespace stretch::ops {
 
@@ -69,6 +70,52 @@ TEST(Gemm, Bf16DiffersFromFp32ByBf16Rounding) {
   for (size_t i = 0; i < c32.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(c32[i]) - c16[i]));
   EXPECT_GT(worst, 1e-3);
   EXPECT_LT(worst, 0.2);
+}
+
+// round_to_bf16 is tensor/dtype.h's float_to_bf16 element by element (ties to even, NaN stays
+// NaN), with a leading dimension; and a GEMM given pre-rounded operands (a16/b16) gives bitwise
+// the result of the GEMM that rounds them itself, for every transpose combination.
+TEST(Gemm, PreRoundedBf16OperandsGiveTheSameResult) {
+  Rng rng(4);
+  {
+    const int64_t rows = 3, cols = 5, ld = 7;
+    std::vector<float> src(rows * ld);
+    for (auto& x : src) x = rng.uniform(-3, 3);
+    src[1] = 1.0f + 1.0f / 256;  // a tie: rounds to even (1.0)
+    src[2] = std::nanf("");
+    std::vector<uint16_t> dst(rows * cols);
+    round_to_bf16(dst.data(), src.data(), rows, cols, ld);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const float want = bf16_to_float(float_to_bf16(src[r * ld + c]));
+        const float got = bf16_to_float(bf16{dst[r * cols + c]});
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got));
+        } else {
+          EXPECT_EQ(got, want) << r << "," << c;
+        }
+      }
+  }
+  for (Trans ta : {Trans::No, Trans::Yes})
+    for (Trans tb : {Trans::No, Trans::Yes}) {
+      const int64_t m = 33, n = 20, k = 70;
+      std::vector<float> a(m * k), b(k * n), c1(m * n), c2(m * n);
+      for (auto& x : a) x = rng.uniform(-1, 1);
+      for (auto& x : b) x = rng.uniform(-1, 1);
+      for (size_t i = 0; i < c1.size(); ++i) c1[i] = c2[i] = rng.uniform(-1, 1);
+      // As stored: A is [m, k] or [k, m]; B is [k, n] or [n, k].
+      std::vector<uint16_t> a16(m * k), b16(k * n);
+      round_to_bf16(a16.data(), a.data(), ta == Trans::Yes ? k : m, ta == Trans::Yes ? m : k);
+      round_to_bf16(b16.data(), b.data(), tb == Trans::Yes ? n : k, tb == Trans::Yes ? k : n);
+      GemmParams p{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .beta = 1.f, .precision = GemmPrecision::Bf16};
+      gemm(p, a.data(), b.data(), c1.data());
+      p.a16 = a16.data();
+      p.b16 = b16.data();
+      // Garbage fp32 operands: the pre-rounded copies must be what is read.
+      std::vector<float> junk_a(a.size(), 7.f), junk_b(b.size(), -7.f);
+      gemm(p, junk_a.data(), junk_b.data(), c2.data());
+      for (size_t i = 0; i < c1.size(); ++i) ASSERT_EQ(c1[i], c2[i]) << i;
+    }
 }
 
 }  // namespace stretch::ops
