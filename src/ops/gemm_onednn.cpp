@@ -4,6 +4,7 @@
 // bf16 inputs are converted into pool buffers per call (a memory pass over A and B, small next
 // to the 2·M·N·K products).
 #include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 
 #include <map>
 #include <mutex>
@@ -57,7 +58,10 @@ struct Matmul {
   dnnl::matmul prim;
 };
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int64_t, int64_t, int64_t, int, int, int, float, float>;
+// The thread count is part of the key: oneDNN fixes a primitive's work partitioning when it is
+// created, so a primitive made under 1 thread would run 1-way after set_num_threads(2)
+// (bench_gemm measured 0.74 of sgemm that way).
+using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int64_t, int64_t, int64_t, int, int, int, float, float, int>;
 
 Matmul& matmul_for(const GemmParams& p, int64_t lda, int64_t ldb, int64_t ldc, bool bf16) {
   static std::mutex mutex;
@@ -65,8 +69,8 @@ Matmul& matmul_for(const GemmParams& p, int64_t lda, int64_t ldb, int64_t ldc, b
   const bool ta = p.trans_a == Trans::Yes, tb = p.trans_b == Trans::Yes;
   // bf16 inputs are packed copies: natural leading dimensions.
   const int64_t la = bf16 ? (ta ? p.m : p.k) : lda, lb = bf16 ? (tb ? p.k : p.n) : ldb;
-  const Key key{p.m, p.n, p.k, ta, tb, la, lb, ldc, p.bias != nullptr, static_cast<int>(p.epilogue), bf16, p.alpha,
-                p.beta};
+  const Key key{p.m,   p.n,    p.k, ta, tb, la, lb, ldc, p.bias != nullptr, static_cast<int>(p.epilogue), bf16,
+                p.alpha, p.beta, omp_get_max_threads()};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
