@@ -139,14 +139,16 @@ bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, co
      << "set xlabel 'evaluation length (tokens, log scale)'\nset ylabel 'perplexity'\n"
      << "set logscale x 2\nset grid\nset key below box\nset bmargin 6\n";
   if (ymax > 4 * ymin) gp << "set logscale y\n";
-  std::vector<int64_t> marked;  // each training length once: a dashed line and its label
+  // Each training length once: a dashed line and its label near the top (at the training length
+  // the curves are usually at their lowest, so the bottom is where they are).
+  std::vector<int64_t> marked;
   for (const auto& r : rows)
     if (r.train_length > 0 && std::find(marked.begin(), marked.end(), r.train_length) == marked.end()) {
       marked.push_back(r.train_length);
       gp << "set arrow from " << r.train_length << ", graph 0 to " << r.train_length
          << ", graph 1 nohead dashtype 2 lw 1.5 lc rgb 'gray40'\n"
          << "set label 'train L=" << r.train_length << "' at " << r.train_length
-         << ", graph 0.04 left offset 0.5,0 textcolor rgb 'gray40'\n";
+         << ", graph 0.95 left offset 0.5,0 textcolor rgb 'gray40'\n";
     }
   gp << "plot ";
   for (size_t k = 0; k < plotted.size(); ++k)
