@@ -55,6 +55,14 @@ double row_lse(const float* __restrict x, int64_t V) {
   return static_cast<double>(m) + std::log(s);
 }
 
+// The summed NLL and the scored-row count -> the result under d.reduction.
+CrossEntropyResult reduce_result(double total, int64_t count, const CrossEntropyDims& d) {
+  CrossEntropyResult r;
+  r.count = count;
+  r.loss = d.reduction == Reduction::Mean ? (count ? total / static_cast<double>(count) : 0.0) : total;
+  return r;
+}
+
 }  // namespace
 
 CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
@@ -75,10 +83,7 @@ CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float*
     }
     if (losses) losses[n] = static_cast<float>(loss);
   }
-  CrossEntropyResult r;
-  r.count = count;
-  r.loss = d.reduction == Reduction::Mean ? (count ? total / static_cast<double>(count) : 0.0) : total;
-  return r;
+  return reduce_result(total, count, d);
 }
 
 CrossEntropyResult cross_entropy_forward_inplace(float* x_all, float* inv_sum, float* losses, float* lse,
@@ -118,10 +123,7 @@ CrossEntropyResult cross_entropy_forward_inplace(float* x_all, float* inv_sum, f
     }
     if (losses) losses[n] = static_cast<float>(loss);
   }
-  CrossEntropyResult r;
-  r.count = count;
-  r.loss = d.reduction == Reduction::Mean ? (count ? total / static_cast<double>(count) : 0.0) : total;
-  return r;
+  return reduce_result(total, count, d);
 }
 
 void cross_entropy_backward_inplace(float* x_all, const float* inv_sum, const int32_t* targets, float dloss,
