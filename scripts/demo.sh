@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's main job: train short, test long, on a fresh machine in about ten minutes.
+# The README's main job: train short, test long — about ten minutes of training on 2 cores
+# (plus the one-time setup and build on a fresh machine).
 #   1. install what is needed and build (scripts/setup.sh, CMake Release build)
 #   2. prepare PTB as data-bin/ptb (scripts/data.sh)
 #   3. train small ALiBi, sinusoidal and rotary models at L = 64 (same budget each)
@@ -17,7 +18,7 @@ cmake -S . -B build -G Ninja ${STRETCH_DATA_DIR:+-DSTRETCH_DATA_DIR=$STRETCH_DAT
 cmake --build build -j "$(nproc)" --target stretch
 bash scripts/data.sh ptb --dest data-bin/ptb
 
-updates="${DEMO_UPDATES:-300}"
+updates="${DEMO_UPDATES:-500}"
 positions="${DEMO_POS:-alibi sinusoidal rope}"
 out=runs/demo
 mkdir -p "$out"
