@@ -1,7 +1,10 @@
 // tests/testing.h — small helpers shared by the test binaries.
 #pragma once
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <string>
+#include <system_error>
 
 #include "core/error.h"
 
@@ -16,5 +19,26 @@ inline std::string error_of(const std::function<void()>& f) {
   }
   return "(no error)";
 }
+
+// A fresh directory under the system temp dir, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "stretch-test-XXXXXX").string();
+    if (!::mkdtemp(templ.data())) std::abort();
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace stretch::testing

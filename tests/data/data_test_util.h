@@ -9,25 +9,11 @@
 #include <fstream>
 #include <string>
 
+#include "testing.h"
+
 namespace stretch::data::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "stretch-data-test-XXXXXX").string();
-    if (!::mkdtemp(templ.data())) std::abort();
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using stretch::testing::TempDir;
 
 inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
