@@ -63,6 +63,12 @@ CrossEntropyResult reduce_result(double total, int64_t count, const CrossEntropy
   return r;
 }
 
+// d(loss)/d(summed NLL): dloss, or dloss / count under Mean (0 when no row is scored).
+float grad_scale(float dloss, int64_t count, const CrossEntropyDims& d) {
+  if (d.reduction != Reduction::Mean) return dloss;
+  return count ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(count)) : 0.f;
+}
+
 }  // namespace
 
 CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
@@ -128,9 +134,7 @@ CrossEntropyResult cross_entropy_forward_inplace(float* x_all, float* inv_sum, f
 
 void cross_entropy_backward_inplace(float* x_all, const float* inv_sum, const int32_t* targets, float dloss,
                                     int64_t count, const CrossEntropyDims& d) {
-  const float scale = d.reduction == Reduction::Mean
-                          ? (count ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(count)) : 0.f)
-                          : dloss;
+  const float scale = grad_scale(dloss, count, d);
   const int64_t V = d.v;
 #pragma omp parallel for schedule(static) if (d.n * V > cpu::kParallelThreshold / 4)
   for (int64_t n = 0; n < d.n; ++n) {
@@ -150,9 +154,7 @@ void cross_entropy_backward_inplace(float* x_all, const float* inv_sum, const in
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                             float dloss, int64_t count, const CrossEntropyDims& d, GradInit init) {
   check_targets(targets, d);
-  const float scale = d.reduction == Reduction::Mean
-                          ? (count ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(count)) : 0.f)
-                          : dloss;
+  const float scale = grad_scale(dloss, count, d);
   const int64_t V = d.v;
 #pragma omp parallel for schedule(static) if (d.n * V > cpu::kParallelThreshold / 4)
   for (int64_t n = 0; n < d.n; ++n) {

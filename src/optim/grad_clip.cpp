@@ -1,4 +1,5 @@
-// optim/grad_clip.cpp — global gradient norm, clipping, scaling and the non-finite check.
+// optim/grad_clip.cpp — global gradient norm, clipping and scaling (a non-finite norm flags
+// NaN/inf gradients).
 // Work is cut into (parameter, block of kBlock elements) items so that many small tensors
 // and a few huge ones both spread over the threads; per-item double sums are added in item
 // order, which makes the norm independent of the thread count.
@@ -88,20 +89,6 @@ void multiply_grads(std::span<const OptimParam> params, double factor) {
     float* __restrict g = p.grad;
     detail::for_each_element(p.numel, [=](int64_t i) { g[i] = g[i] * f; });
   }
-}
-
-bool grads_have_nonfinite(std::span<const OptimParam> params) {
-  const auto items = grad_items(params);
-  const int64_t k = static_cast<int64_t>(items.size());
-  int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad) if (k > 1)
-  for (int64_t i = 0; i < k; ++i) {
-    const float* x = items[i].x;
-    int b = 0;
-    for (int64_t j = 0; j < items[i].n; ++j) b |= !std::isfinite(x[j]);
-    bad |= b;
-  }
-  return bad != 0;
 }
 
 }  // namespace stretch::optim

@@ -34,9 +34,6 @@ void multiply_grads(std::span<const OptimParam> params, double factor);
 // Equal to the two-call form up to one float rounding per element (one multiply instead of two).
 double scale_and_clip_grads(std::span<const OptimParam> params, double factor, double max_norm);
 
-// True when some grad element is NaN or ±inf.
-bool grads_have_nonfinite(std::span<const OptimParam> params);
-
 // Σ x[i]² in double over fixed blocks, deterministic for any thread count.
 double sum_of_squares(const float* x /*[N]*/, int64_t n);
 

@@ -14,16 +14,8 @@
 namespace stretch::data::testing {
 
 using stretch::testing::TempDir;
-
-inline void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
+using stretch::testing::read_file;
+using stretch::testing::write_file;
 
 struct RunResult {
   int exit_code = -1;

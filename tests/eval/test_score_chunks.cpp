@@ -1,6 +1,7 @@
 // tests/eval/test_score_chunks.cpp — eval-lm's scorer projects the output layer in chunks of rows
-// (about 2^24 logits at a time) so a long window never holds its whole [N, V] logit matrix. With
-// V = 32,768 a chunk is 512 rows, so a 1,200-token window is scored in three chunks; the loss must
+// (eval::kScoreChunkBytes = 32 MiB of logits at a time) so a long window never holds its whole
+// [N, V] logit matrix. With V = 32,768 a chunk is 256 rows, so a 1,200-token window is scored in
+// five chunks through the default sizing; the loss must
 // equal the one-shot computation (full logits [T, V], cross-entropy over every row).
 // Tolerance: both sides sum the same per-row float NLLs; the scorer accumulates them in double
 // in row order, the check does too, so the only difference is the row-chunked GEMM (different
