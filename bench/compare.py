@@ -286,6 +286,10 @@ def main():
     elif args.torch2 is None:
         venv2 = os.path.join(ROOT, "build", "torch2env", "bin", "python")
         args.torch2 = venv2 if os.path.exists(venv2) else None
+    for flag, py in (("--python", args.python), ("--torch2", args.torch2)):
+        if py and not os.path.exists(py):
+            ap.error(f"{flag} {py}: no such interpreter (bash bench/setup_torch2.sh makes build/torch2env; "
+                     "or pass --no-torch2)")
     if not os.path.exists(args.stretch_bench):
         ap.error(f"{args.stretch_bench} not found: build first (cmake --build build --target bench_model)")
     args.json_file = open(args.json, "w") if args.json else None

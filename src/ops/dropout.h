@@ -39,6 +39,7 @@ void dropout_add_forward(float* out, const float* res, const float* inp, int64_t
 // float64 instantiations of the same reference, for finite-difference gradient checks.
 void dropout_forward(double* out, const double* inp, int64_t n, const DropoutParams& p);
 void dropout_backward(double* dinp, const double* dout, int64_t n, const DropoutParams& p);
+void dropout_add_forward(double* out, const double* res, const double* inp, int64_t n, const DropoutParams& p);
 }  // namespace ref
 
 }  // namespace stretch::ops

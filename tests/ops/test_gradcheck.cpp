@@ -211,6 +211,32 @@ TEST(GradCheck, Dropout) {
   expect_grad("fast dinp", dfast, fx, kAtolF, kRtolF);
 }
 
+// out = res + dropout(inp): ∂/∂res = G (the residual's gradient passes through), ∂/∂inp =
+// dropout_backward(G) (what autograd's dropout_add hands each input).
+TEST(GradCheck, DropoutAdd) {
+  const int64_t n = 41;
+  const DropoutParams p{.p = 0.3f, .seed = 11, .stream = 5};
+  VecD res = rand_vec(n, 51), x = rand_vec(n, 52), G = rand_vec(n, 53);
+  auto loss = [&] {
+    VecD y(n);
+    ref::dropout_add_forward(y.data(), res.data(), x.data(), n, p);
+    return dot(y, G);
+  };
+  const VecD fres = fd_grad(res, loss), fx = fd_grad(x, loss);
+  int dropped = 0;
+  for (int64_t i = 0; i < n; ++i) dropped += fx[i] == 0.0;
+  EXPECT_GT(dropped, 0);
+  EXPECT_LT(dropped, n);
+  VecD dx = start(n);
+  ref::dropout_backward(dx.data(), G.data(), n, p);
+  expect_grad("ref64 dinp", dx, fx, kAtolD, kRtolD);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(fres[i], G[i], kAtolD) << "dres " << i;
+  const VecF Gf = to_f(G);
+  VecF dfast = start_f(n);
+  dropout_backward(dfast.data(), Gf.data(), n, p);
+  expect_grad("fast dinp", dfast, fx, kAtolF, kRtolF);
+}
+
 void check_cross_entropy(Reduction red) {
   const CrossEntropyDims d{.n = 5, .v = 7, .ignore_index = 1, .reduction = red};
   const std::vector<int32_t> targets = {3, 1, 0, 6, 1};  // rows 1 and 4 ignored (target == ignore_index)
