@@ -1,4 +1,4 @@
-// bench/bench_model.cpp — stretch's side of bench/compare.py: the real TransformerLM, optimizer,
+// bench/bench_model.cpp — stretch's side of bench/compare.py: the real transformer_lm, optimizer,
 // clipping and eval-lm scorer timed on synthetic batches, one JSON line per measurement, with
 // the same fields as bench/torch_lm.py so the two can be put side by side.
 //
@@ -39,7 +39,7 @@
 #include "core/threads.h"
 #include "data/indexed_dataset.h"
 #include "eval/eval_lm.h"
-#include "models/transformer_lm.h"
+#include "models/registry.h"
 #include "ops/gemm.h"
 #include "optim/grad_clip.h"
 #include "optim/optimizer.h"
@@ -81,35 +81,36 @@ double peak_rss_mb() {
   return NAN;
 }
 
-models::TransformerLMConfig make_config(const Args& a, int64_t T) {
-  models::TransformerLMConfig c = models::preset(a.arch);
-  c.vocab_size = a.vocab;
-  c.pos = models::parse_pos_method(a.pos);
-  if (a.layers > 0) c.decoder_layers = a.layers;
-  if (a.embed_dim > 0) c.decoder_embed_dim = a.embed_dim;
-  if (a.heads > 0) c.decoder_attention_heads = a.heads;
-  if (a.ffn_dim > 0) c.decoder_ffn_embed_dim = a.ffn_dim;
-  c.dropout = a.dropout;
-  c.tokens_per_sample = T;
-  c.max_target_positions = std::max<int64_t>(c.max_target_positions, T);
+// The transformer_lm config (fairseq keys) of the benchmark's flags.
+nlohmann::json make_config(const Args& a, int64_t T) {
+  nlohmann::json given = {{"vocab_size", a.vocab}, {"pos", a.pos}, {"dropout", a.dropout}};
+  if (a.layers > 0) given["decoder_layers"] = a.layers;
+  if (a.embed_dim > 0) given["decoder_embed_dim"] = a.embed_dim;
+  if (a.heads > 0) given["decoder_attention_heads"] = a.heads;
+  if (a.ffn_dim > 0) given["decoder_ffn_embed_dim"] = a.ffn_dim;
+  nlohmann::json c = models::resolve_config(a.arch, given, T);
+  c["max_target_positions"] = std::max<int64_t>(512, T);
   return c;
 }
 
+struct Dims {
+  double V, L, C, F;
+  explicit Dims(const nlohmann::json& c)
+      : V(c.at("vocab_size").get<double>()), L(c.at("decoder_layers").get<double>()),
+        C(c.at("decoder_embed_dim").get<double>()), F(c.at("decoder_ffn_embed_dim").get<double>()) {}
+};
+
 // Weights of the matrix products: 4·C² + 2·C·F per layer, plus V·C for the output projection.
-double matmul_params(const models::TransformerLMConfig& c) {
-  const double C = static_cast<double>(c.decoder_embed_dim), F = static_cast<double>(c.decoder_ffn_embed_dim);
-  return static_cast<double>(c.decoder_layers) * (4 * C * C + 2 * C * F) + static_cast<double>(c.vocab_size) * C;
-}
+double matmul_params(const Dims& d) { return d.L * (4 * d.C * d.C + 2 * d.C * d.F) + d.V * d.C; }
 // Forward FLOPs per token at context T (causal attention: the visible half).
-double forward_flops_per_token(const models::TransformerLMConfig& c, int64_t T) {
-  return 2 * matmul_params(c) +
-         2.0 * static_cast<double>(c.decoder_layers) * static_cast<double>(T) * static_cast<double>(c.decoder_embed_dim);
+double forward_flops_per_token(const Dims& d, int64_t T) {
+  return 2 * matmul_params(d) + 2.0 * d.L * static_cast<double>(T) * d.C;
 }
 
-nlohmann::json base_record(const Args& a, const models::TransformerLMConfig& c) {
+nlohmann::json base_record(const Args& a, const Dims& c) {
   return {{"bench", "stretch"},       {"mode", a.mode},
-          {"pos", a.pos},             {"V", c.vocab_size},
-          {"L", c.decoder_layers},    {"C", c.decoder_embed_dim},
+          {"pos", a.pos},             {"V", static_cast<int64_t>(c.V)},
+          {"L", static_cast<int64_t>(c.L)},    {"C", static_cast<int64_t>(c.C)},
           {"threads", num_threads()}, {"params", static_cast<double>(0)},
           {"precision", a.bf16 ? "bf16" : "fp32"}};
 }
@@ -129,24 +130,25 @@ void add_rates(nlohmann::json& r, double tokens, double flops_per_token, double 
 
 void run_train(const Args& a) {
   const int64_t B = a.batch, T = a.tokens_per_sample;
-  models::TransformerLM model(make_config(a, T));
+  auto model_ptr = models::build_model(make_config(a, T));
+  models::LanguageModel& model = *model_ptr;
   model.init(a.seed);
-  const auto& c = model.config();
+  const Dims c(model.config_json());
+  const int64_t vocab = model.info().vocab_size;
   std::vector<optim::OptimParam> params;
   for (const auto& [name, var] : model.params().items()) params.push_back({name, var.data(), var.grad_data(), var.numel()});
   auto optimizer = optim::make_optimizer({.kind = optim::OptimizerKind::Nag, .momentum = 0.99});
   Rng rng(a.seed, 7);
   Tensor src = Tensor::empty({B, T}, DType::I32), tgt = Tensor::empty({B, T}, DType::I32);
-  auto s = random_tokens(rng, B * T, c.vocab_size), t = random_tokens(rng, B * T, c.vocab_size);
+  auto s = random_tokens(rng, B * T, vocab), t = random_tokens(rng, B * T, vocab);
   std::copy(s.begin(), s.end(), src.i32());
   std::copy(t.begin(), t.end(), tgt.i32());
   int64_t update = 0;
   auto step = [&] {
     model.params().zero_grad();
-    autograd::Var logits = model.forward(
+    autograd::Var hidden = model.features(
         src, {.mode = models::Mode::Train, .seed = a.seed, .step = static_cast<uint64_t>(update), .micro = 0});
-    autograd::Var loss = autograd::cross_entropy(logits, tgt, c.padding_idx, ops::Reduction::Sum, nullptr,
-                                                 autograd::LogitsBuffer::ReuseForGradient);
+    autograd::Var loss = model.head().loss(hidden, tgt, model.info().padding_idx, nn::LossUse::Training).loss;
     autograd::tape().backward(loss);
     optim::scale_and_clip_grads(params, 1.0 / static_cast<double>(B * T), 0.1);
     optimizer->step(params, 1e-3);
@@ -169,11 +171,12 @@ void run_train(const Args& a) {
 }
 
 void run_eval_one(const Args& a, int64_t T) {
-  models::TransformerLM model(make_config(a, T));
+  auto model_ptr = models::build_model(make_config(a, T));
+  models::LanguageModel& model = *model_ptr;
   model.init(a.seed);
-  const auto& c = model.config();
+  const Dims c(model.config_json());
   Rng rng(a.seed, 9);
-  data::MemoryTokenStream stream(random_tokens(rng, T, c.vocab_size), {T});
+  data::MemoryTokenStream stream(random_tokens(rng, T, model.info().vocab_size), {T});
   eval::EvalOptions o;
   o.tokens_per_sample = T;
   o.max_sentences = 1;

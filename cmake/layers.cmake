@@ -1,7 +1,7 @@
-# stretch_layer(NAME DEPS...): a static library from src/NAME/*.cpp (an INTERFACE library
+# stretch_layer(NAME DEPS...): a static library from src/NAME/**/*.cpp (family folders included) (an INTERFACE library
 # while a layer has no sources yet), public include root src/, linking only the named layers.
 function(stretch_layer name)
-  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/*.cpp)
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/*.cpp)
   set(deps)
   foreach(d ${ARGN})
     list(APPEND deps stretch_${d})

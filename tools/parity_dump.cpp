@@ -23,7 +23,7 @@
 #include "autograd/tape.h"
 #include "core/rng.h"
 #include "dist/world.h"
-#include "models/transformer_lm.h"
+#include "models/registry.h"
 #include "tensor/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/optim_settings.h"
@@ -34,7 +34,7 @@ using namespace stretch;
 namespace {
 
 // Random ids in [4, V) ([B, T] I32 each); the last row ends in `pad` pad tokens in both.
-void random_batch(Rng& rng, const models::TransformerLMConfig& cfg, int64_t pad, Tensor& src, Tensor& tgt) {
+void random_batch(Rng& rng, const models::ModelInfo& cfg, int64_t pad, Tensor& src, Tensor& tgt) {
   const int64_t B = src.dim(0), T = src.dim(1);
   for (int64_t i = 0; i < B * T; ++i) {
     src.i32()[i] = 4 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(cfg.vocab_size - 4)));
@@ -67,25 +67,29 @@ train::OptimSettings optim_settings(const nlohmann::json& j, int64_t* max_update
   return s;
 }
 
-int model_dump(models::TransformerLM& model, int64_t batch, int64_t len, int64_t pad, uint64_t seed,
+int model_dump(models::LanguageModel& model, int64_t batch, int64_t len, int64_t pad, uint64_t seed,
                const std::string& dump) {
-  const auto& cfg = model.config();
+  const models::ModelInfo cfg = model.info();
   Rng rng(seed, 99);
   Tensor src = Tensor::empty({batch, len}, DType::I32), tgt = Tensor::empty({batch, len}, DType::I32);
   random_batch(rng, cfg, pad, src, tgt);
-  autograd::Var logits = model.forward(src, {.mode = models::Mode::Train, .seed = seed});
-  const Tensor logits_copy = logits.value().clone();  // training's loss below overwrites them
-  autograd::Var loss = autograd::cross_entropy(logits, tgt, cfg.padding_idx, ops::Reduction::Sum, nullptr,
-                                               autograd::LogitsBuffer::ReuseForGradient);
+  autograd::Var hidden = model.features(src, {.mode = models::Mode::Train, .seed = seed});  // [B, T, C]
+  Tensor logits_copy;  // [B, T, V]: the head's scores of the same hidden states (no gradient)
+  {
+    autograd::NoGradGuard no_grad;
+    logits_copy = model.head().log_scores(hidden.value());
+  }
+  // The training loss, exactly as train_update() computes it.
+  autograd::Var loss = model.head().loss(hidden, tgt, cfg.padding_idx, nn::LossUse::Training).loss;
   autograd::tape().backward(loss);
   NamedTensors out = {{"src_tokens", src}, {"target", tgt}, {"logits", logits_copy}, {"loss", loss.value()}};
   for (const auto& [name, var] : model.params().items()) out.emplace_back("grad." + name, var.grad());
-  save_safetensors(dump, out, {{"config", cfg.to_json().dump()}});
+  save_safetensors(dump, out, {{"config", model.config_json().dump()}});
   std::cout << "loss " << loss.value().f32()[0] << "\n";
   return 0;
 }
 
-int trajectory(models::TransformerLM& model, const std::string& opt_path, int64_t steps, int64_t batch, int64_t len,
+int trajectory(models::LanguageModel& model, const std::string& opt_path, int64_t steps, int64_t batch, int64_t len,
                int64_t pad, uint64_t seed, const std::string& batches_path, const std::string& losses_path) {
   std::ifstream in(opt_path);
   if (!in) fail_input(opt_path, "cannot open the optimizer config");
@@ -94,7 +98,7 @@ int trajectory(models::TransformerLM& model, const std::string& opt_path, int64_
   const train::OptimSettings settings = optim_settings(opt_json, &max_update);
   auto optimizer = train::make_optimizer(settings);
   auto schedule = train::make_scheduler(settings, max_update);
-  const auto& cfg = model.config();
+  const models::ModelInfo cfg = model.info();
 
   Rng rng(seed, 77);
   Tensor all_src = Tensor::empty({steps, batch, len}, DType::I32), all_tgt = Tensor::empty({steps, batch, len}, DType::I32);
@@ -126,7 +130,8 @@ int main(int argc, char** argv) {
   std::string model_json = "{}", checkpoint, dump, trajectory_opt, batches, losses;
   int64_t batch = 2, len = 16, pad = 0, steps = 20;
   uint64_t seed = 1;
-  app.add_option("--model-json", model_json, "model config overrides on transformer_lm_tiny (fairseq names)");
+  app.add_option("--model-json", model_json,
+                 "model config (fairseq names) over the preset of its \"arch\" (default transformer_lm_tiny)");
   app.add_option("--batch", batch);
   app.add_option("--len", len);
   app.add_option("--pad", pad, "right-pad the last row of each batch with this many pad tokens");
@@ -144,12 +149,15 @@ int main(int argc, char** argv) {
     if (!trajectory_opt.empty() && (batches.empty() || losses.empty()))
       fail_usage("--trajectory needs --batches and --losses");
     if (pad < 0 || pad >= len) fail_usage("--pad must be in [0, --len)");
-    models::TransformerLMConfig cfg = models::preset("transformer_lm_tiny");
-    cfg.dropout = 0;
-    cfg.apply_overrides(nlohmann::json::parse(model_json));
-    models::TransformerLM model(cfg);
+    nlohmann::json given = nlohmann::json::parse(model_json);
+    const std::string arch = given.value("arch", std::string("transformer_lm_tiny"));
+    given.erase("arch");
+    nlohmann::json cfg = models::resolve_config(arch, {{"dropout", 0.0}}, 512);
+    cfg = models::apply_overrides(cfg, given, models::OverrideUse::Training, "--model-json");
+    std::unique_ptr<models::LanguageModel> model_ptr = models::build_model(cfg);
+    models::LanguageModel& model = *model_ptr;
     model.init(seed);
-    train::save_checkpoint(checkpoint, model, nlohmann::json::object(), "parity", train::TrainState{}, nullptr);
+    train::save_checkpoint(checkpoint, model, {.dict_hash = "parity"});
     if (!dump.empty()) return model_dump(model, batch, len, pad, seed, dump);
     return trajectory(model, trajectory_opt, steps, batch, len, pad, seed, batches, losses);
   } catch (const std::exception& e) {

@@ -11,7 +11,9 @@ void add_generate(CLI::App& sub, Runner& run) {
   auto overrides = std::make_shared<std::string>();
   add_common_options(sub, *common);
   auto& c = *cfg;
-  sub.add_option("data", c.data, "data-bin directory whose dict.txt the model was trained with")->required();
+  sub.add_option("data", c.data,
+                 "data-bin directory whose dict.txt the model was trained with (default: the dictionary stored in "
+                 "the model file)");
   sub.add_option("--path", c.path, "checkpoint")->required();
   sub.add_option("--prompt", c.prompt, "text to continue (tokenised like the training data)");
   sub.add_option("--max-len,--max-len-b", c.sampling.max_len, "new tokens to generate")

@@ -10,6 +10,7 @@
 #include "core/threads.h"
 #include "data/indexed_dataset.h"
 #include "stretch/version.h"
+#include "models/registry.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
 
@@ -25,15 +26,18 @@ void describe_build() {
 }
 
 void describe_checkpoint(const std::string& path) {
-  train::CheckpointContents c = train::read_checkpoint(path);
+  const models::ModelFile m = models::read_model_file(path);
   int64_t params = 0, optimizer_values = 0;
-  for (const auto& [name, t] : c.file.tensors)
+  for (const auto& [name, t] : m.file.tensors)
     (name.rfind("optimizer.", 0) == 0 ? optimizer_values : params) += t.numel();
   std::cout << "checkpoint: " << path << "\n"
-            << "model: " << c.model.to_json().dump() << "\n"
+            << "model: " << m.model.dump() << "\n"
             << "parameters: " << params << ", optimizer state values: " << optimizer_values << "\n"
-            << "dictionary hash: " << c.dict_hash << "\n"
-            << "train state: " << c.state.to_json().dump() << "\n";
+            << "dictionary hash: " << m.dict_hash << (m.dictionary.empty() ? " (dictionary not stored)" : "") << "\n";
+  if (m.format == models::kCheckpointFormat)
+    std::cout << "train state: " << train::read_checkpoint(path).state.to_json().dump() << "\n";
+  else
+    std::cout << "model file (no training state)\n";
 }
 
 void describe_data(const std::string& dir) {
@@ -55,10 +59,13 @@ void add_info(CLI::App& sub, Runner& run) {
   auto opts = std::make_shared<CommonOptions>();
   auto path = std::make_shared<std::string>();
   add_common_options(sub, *opts);
+  auto archs = std::make_shared<bool>(false);
   sub.add_option("path", *path, "a checkpoint or a data-bin directory (nothing: this build)");
-  run = [opts, path] {
+  sub.add_flag("--archs", *archs, "list the --arch names, their families and presets");
+  run = [opts, path, archs] {
     apply_common_options(*opts);
-    if (path->empty()) describe_build();
+    if (*archs) std::cout << models::arch_table();
+    else if (path->empty()) describe_build();
     else if (std::filesystem::is_directory(*path)) describe_data(*path);
     else describe_checkpoint(*path);
     return 0;

@@ -8,6 +8,7 @@
 #include "cli/config_file.h"
 #include "cli/model_flags.h"
 #include "core/error.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "train/trainer.h"
 
@@ -26,7 +27,7 @@ void add_train(CLI::App& sub, Runner& run) {
   // argparse semantics, as in fairseq: an option given twice takes the last value.
   sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   // Keys of the model config that the run derives (from dict.txt) or that only evaluation uses.
-  enable_json_config(sub, {"vocab_size", "padding_idx", "alibi_slope_scale", "attention_window"});
+  enable_json_config(sub, derived_model_keys());
   add_common_options(sub, *common);
   sub.add_option("data,--data", c.data,
                  "data-bin directory made by `stretch preprocess` or fairseq-preprocess (positional, --data, or "
@@ -115,8 +116,11 @@ void add_train(CLI::App& sub, Runner& run) {
     c.optim.lr = optim::parse_float_list("--lr", *lr_text);
     c.log_format = *log_format == "json" ? train::LogFormat::Json
                    : *log_format == "none" ? train::LogFormat::None : train::LogFormat::Simple;
+    if (model->wants_help()) {
+      std::cout << models::arch_table();
+      return 0;
+    }
     c.model = model->resolve(c.tokens_per_sample);
-    c.model.tokens_per_sample = c.tokens_per_sample;
     if (*dump_config) {
       std::cout << c.to_json().dump(2) << "\n";
       return 0;

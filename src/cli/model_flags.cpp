@@ -1,53 +1,79 @@
+// cli/model_flags.cpp — see model_flags.h.
 #include "cli/model_flags.h"
 
+#include <charconv>
+#include <memory>
+#include <vector>
+
 #include "core/log.h"
+#include "models/registry.h"
 
 namespace stretch::cli {
+
+std::set<std::string> derived_model_keys() {
+  std::set<std::string> keys;
+  for (const auto& f : models::model_fields())
+    if (f.flag.empty() && f.key != "arch" && f.key != "tokens_per_sample") keys.insert(f.key);
+  return keys;
+}
+
 namespace {
+std::string first_name(const std::string& flag) { return flag.substr(0, flag.find(',')); }
 
-// Storage for values CLI11 parses; resolve() reads them back only when the flag was given.
-struct Values {
-  int64_t decoder_layers, decoder_embed_dim, decoder_ffn_embed_dim, decoder_attention_heads, max_target_positions;
-  int64_t t5_num_buckets, t5_max_distance;
-  float dropout, attention_dropout, activation_dropout, rope_base;
-  std::string activation_fn, pos;
-  bool decoder_normalize_before, no_decoder_final_norm, share_decoder_input_output_embed, no_scale_embedding;
-};
+CLI::Validator integer_value(const std::string& flag) {
+  return CLI::Validator(
+      [name = first_name(flag)](std::string& s) -> std::string {
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || end != s.data() + s.size())
+          return name + " " + s + ": not an integer in [-2^63, 2^63)";
+        return {};
+      },
+      "INT");
+}
 
+CLI::Validator float_value(const std::string& flag) {
+  return CLI::Validator(
+      [name = first_name(flag)](std::string& s) -> std::string {
+        size_t used = 0;
+        try {
+          (void)std::stod(s, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != s.size()) return name + " " + s + ": not a number";
+        return {};
+      },
+      "FLOAT");
+}
 }  // namespace
 
 void add_model_flags(CLI::App& sub, ModelFlags& f) {
-  auto v = std::make_shared<Values>();
-  auto reg = [&f](CLI::Option* opt, const std::string& key) {
-    opt->group("Model");
-    f.options.push_back(opt);
-    f.keys.push_back(key);
+  sub.add_option("--arch,-a", f.arch, "model architecture (`--arch help` lists them)")->group("Model")->capture_default_str();
+  // One option per field with a flag; the values are read back only for the flags given.
+  struct Bound {
+    models::FieldSpec spec;
+    CLI::Option* option = nullptr;
+    std::string text;
+    bool on = false;
   };
-  sub.add_option("--arch,-a", f.arch,
-                 "transformer_lm | transformer_lm_wiki103 | transformer_lm_small | transformer_lm_tiny")
-      ->group("Model")->capture_default_str();
-  reg(sub.add_option("--pos", v->pos, "position method: alibi (default) | sinusoidal | learned | rope | t5 | none")
-          ->check(CLI::IsMember({"alibi", "sinusoidal", "learned", "rope", "t5", "none"})), "pos");
-  reg(sub.add_option("--decoder-layers", v->decoder_layers), "decoder_layers");
-  reg(sub.add_option("--decoder-embed-dim", v->decoder_embed_dim), "decoder_embed_dim");
-  reg(sub.add_option("--decoder-ffn-embed-dim", v->decoder_ffn_embed_dim), "decoder_ffn_embed_dim");
-  reg(sub.add_option("--decoder-attention-heads", v->decoder_attention_heads), "decoder_attention_heads");
-  reg(sub.add_option("--max-target-positions", v->max_target_positions), "max_target_positions");
-  reg(sub.add_option("--dropout", v->dropout), "dropout");
-  reg(sub.add_option("--attention-dropout", v->attention_dropout), "attention_dropout");
-  reg(sub.add_option("--activation-dropout,--relu-dropout", v->activation_dropout), "activation_dropout");
-  reg(sub.add_option("--activation-fn", v->activation_fn)->check(CLI::IsMember({"relu", "gelu"})), "activation_fn");
-  reg(sub.add_flag("--decoder-normalize-before", v->decoder_normalize_before, "pre-norm blocks (the default)"),
-      "decoder_normalize_before");
+  auto bound = std::make_shared<std::vector<Bound>>();
+  for (const auto& spec : models::model_fields())
+    if (!spec.flag.empty()) bound->push_back({spec});
+  for (auto& b : *bound) {
+    const std::string help = b.spec.help.empty() ? b.spec.key : b.spec.help;
+    if (b.spec.kind == models::FieldKind::Bool) {
+      b.option = sub.add_flag(b.spec.flag, b.on, help);
+    } else {
+      b.option = sub.add_option(b.spec.flag, b.text, help);
+      if (b.spec.kind == models::FieldKind::Choice) b.option->check(CLI::IsMember(b.spec.choices));
+      if (b.spec.kind == models::FieldKind::Int) b.option->check(integer_value(b.spec.flag));
+      if (b.spec.kind == models::FieldKind::Float) b.option->check(float_value(b.spec.flag));
+    }
+    b.option->group("Model");
+  }
   sub.add_flag("--post-norm", f.post_norm, "post-norm blocks (stretch's switch; fairseq's transformer_lm forces pre-norm)")
       ->group("Model");
-  reg(sub.add_flag("--no-decoder-final-norm", v->no_decoder_final_norm), "no_decoder_final_norm");
-  reg(sub.add_flag("--share-decoder-input-output-embed", v->share_decoder_input_output_embed),
-      "share_decoder_input_output_embed");
-  reg(sub.add_flag("--no-scale-embedding", v->no_scale_embedding), "no_scale_embedding");
-  reg(sub.add_option("--t5-num-buckets", v->t5_num_buckets), "t5_num_buckets");
-  reg(sub.add_option("--t5-max-distance", v->t5_max_distance), "t5_max_distance");
-  reg(sub.add_option("--rope-base", v->rope_base), "rope_base");
   // Adaptive input / softmax: accepted so the ALiBi README command runs; not built yet.
   for (const char* name : {"--adaptive-input", "--tie-adaptive-weights", "--tie-adaptive-proj"})
     sub.add_flag_callback(name, [n = std::string(name)] {
@@ -61,46 +87,26 @@ void add_model_flags(CLI::App& sub, ModelFlags& f) {
       log_once(LogLevel::Warning, n + " " + val + ": adaptive input/softmax is pending; using a full softmax and cross_entropy");
     });
   }
-  // Keep the values alive with the flags.
-  f.given = nlohmann::json::object();
-  static std::vector<std::shared_ptr<Values>> keep;
-  keep.push_back(v);
-  auto* vp = v.get();
-  sub.callback([&f, vp] {
+  sub.callback([&f, bound] {
     f.given = nlohmann::json::object();
-    for (size_t i = 0; i < f.options.size(); ++i) {
-      if (f.options[i]->count() == 0) continue;
-      const std::string& k = f.keys[i];
-      if (k == "pos") f.given[k] = vp->pos;
-      else if (k == "decoder_layers") f.given[k] = vp->decoder_layers;
-      else if (k == "decoder_embed_dim") f.given[k] = vp->decoder_embed_dim;
-      else if (k == "decoder_ffn_embed_dim") f.given[k] = vp->decoder_ffn_embed_dim;
-      else if (k == "decoder_attention_heads") f.given[k] = vp->decoder_attention_heads;
-      else if (k == "max_target_positions") f.given[k] = vp->max_target_positions;
-      else if (k == "dropout") f.given[k] = vp->dropout;
-      else if (k == "attention_dropout") f.given[k] = vp->attention_dropout;
-      else if (k == "activation_dropout") f.given[k] = vp->activation_dropout;
-      else if (k == "activation_fn") f.given[k] = vp->activation_fn;
-      else if (k == "decoder_normalize_before") f.given[k] = vp->decoder_normalize_before;
-      else if (k == "no_decoder_final_norm") f.given[k] = vp->no_decoder_final_norm;
-      else if (k == "share_decoder_input_output_embed") f.given[k] = vp->share_decoder_input_output_embed;
-      else if (k == "no_scale_embedding") f.given[k] = vp->no_scale_embedding;
-      else if (k == "t5_num_buckets") f.given[k] = vp->t5_num_buckets;
-      else if (k == "t5_max_distance") f.given[k] = vp->t5_max_distance;
-      else if (k == "rope_base") f.given[k] = vp->rope_base;
+    for (const auto& b : *bound) {
+      if (b.option->count() == 0) continue;
+      const std::string& k = b.spec.key;
+      switch (b.spec.kind) {
+        case models::FieldKind::Bool: f.given[k] = b.on; break;
+        case models::FieldKind::Int: f.given[k] = std::stoll(b.text); break;
+        case models::FieldKind::Float: f.given[k] = std::stod(b.text); break;
+        case models::FieldKind::Choice:
+        case models::FieldKind::Text: f.given[k] = b.text; break;
+      }
     }
   });
 }
 
-models::TransformerLMConfig ModelFlags::resolve(int64_t tokens_per_sample) {
-  models::TransformerLMConfig c = models::preset(arch);
-  c.max_target_positions = tokens_per_sample;  // fairseq: = tokens_per_sample if unset
-  c.apply_overrides(given);
-  if (post_norm) c.decoder_normalize_before = false;
-  if (arch == "transformer_lm_wiki103" || arch == "transformer_lm_baevski_wiki103")
-    log_once(LogLevel::Warning, "--arch " + arch +
-                                    ": adaptive input/softmax is pending; this preset trains with a full softmax");
-  return c;
+nlohmann::json ModelFlags::resolve(int64_t tokens_per_sample) const {
+  nlohmann::json g = given;
+  if (post_norm) g["decoder_normalize_before"] = false;
+  return models::resolve_config(arch, g, tokens_per_sample);
 }
 
 }  // namespace stretch::cli

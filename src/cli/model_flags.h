@@ -1,25 +1,27 @@
-// cli/model_flags.h — the transformer_lm model flags (fairseq names), shared by `train` and
-// anything else that builds a model from flags. resolve() applies --arch's preset first, then
-// the flags that were actually given, as fairseq's architecture functions do.
+// cli/model_flags.h — the model flags (fairseq names) of every family, generated from the
+// families' field tables (models/registry.h: fields()), shared by `train` and anything else
+// that builds a model from flags. resolve() applies --arch's preset first, then the flags that
+// were actually given, as fairseq's architecture functions do. `--arch help` lists the names.
 #pragma once
 #include <CLI/CLI.hpp>
-#include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
-
-#include "models/transformer_lm_config.h"
 
 namespace stretch::cli {
 
 struct ModelFlags {
   std::string arch = "transformer_lm";
-  nlohmann::json given;                // flags given on the command line, by fairseq key
-  std::vector<CLI::Option*> options;   // to find out which were given
-  std::vector<std::string> keys;
+  nlohmann::json given = nlohmann::json::object();  // flags given on the command line, by fairseq key
   bool post_norm = false;
-  models::TransformerLMConfig resolve(int64_t tokens_per_sample);
+  bool wants_help() const { return arch == "help"; }
+  // The full model config (JSON, fairseq keys) for training length L.
+  nlohmann::json resolve(int64_t tokens_per_sample) const;
 };
 
 void add_model_flags(CLI::App& sub, ModelFlags& flags);
+// Model config keys without a flag of their own (derived from dict.txt, or evaluation-only):
+// a --config file may hold them (a checkpoint's config does); they are ignored there.
+std::set<std::string> derived_model_keys();
 
 }  // namespace stretch::cli

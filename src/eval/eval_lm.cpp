@@ -12,7 +12,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "data/eval_windows.h"
-#include "ops/cross_entropy.h"
 #include "tensor/pool.h"
 #include "train/lm_data.h"
 
@@ -49,31 +48,15 @@ struct ScoredRows {
   void clear() { row.clear(), target.clear(), offset.clear(); }
 };
 
-// Output projection + log-softmax at the scored rows of hidden [N, C] only, in chunks whose
-// logits take at most kScoreChunkBytes.
-void score_rows(models::TransformerLM& model, const Tensor& hidden, const ScoredRows& rows, int64_t chunk_rows,
+// The head's NLL at the scored rows of hidden [N, C] only (chunked inside the head).
+void score_rows(const models::LanguageModel& model, const Tensor& hidden, const ScoredRows& rows, int64_t chunk_rows,
                 NllStats& stats) {
-  const int64_t n = static_cast<int64_t>(rows.row.size());
-  const int64_t C = hidden.dim(hidden.rank() - 1), V = model.config().vocab_size;
-  const int64_t chunk = chunk_rows > 0 ? chunk_rows
-                                       : std::max<int64_t>(1, kScoreChunkBytes / (V * static_cast<int64_t>(sizeof(float))));
-  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-    const int64_t m = std::min(chunk, n - r0);
-    Tensor h = Tensor::empty({m, C});  // [m, C]
-    Tensor tgt = Tensor::empty({m}, DType::I32);
-    for (int64_t i = 0; i < m; ++i) {
-      std::copy_n(hidden.f32() + rows.row[r0 + i] * C, C, h.f32() + i * C);
-      tgt.i32()[i] = rows.target[r0 + i];
-    }
-    Tensor logits = model.output(autograd::Var(h)).value();  // [m, V]
-    Tensor losses = Tensor::empty({m}), lse = Tensor::empty({m});
-    ops::cross_entropy_forward(losses.f32(), lse.f32(), logits.f32(), tgt.i32(),
-                               {.n = m, .v = V, .ignore_index = -1000000});
-    for (int64_t i = 0; i < m; ++i) stats.add(losses.f32()[i], rows.offset[r0 + i], rows.target[r0 + i]);
-  }
+  std::vector<float> nll(rows.row.size());
+  model.head().target_nll(hidden, rows.row, rows.target, nll.data(), chunk_rows);
+  for (size_t i = 0; i < nll.size(); ++i) stats.add(nll[i], rows.offset[i], rows.target[i]);
 }
 
-void evaluate_windows(models::TransformerLM& model, const data::TokenStream& stream, const EvalOptions& o,
+void evaluate_windows(models::LanguageModel& model, const data::TokenStream& stream, const EvalOptions& o,
                       int64_t L, int64_t c, NllStats& stats, EvalResult& r) {
   const int64_t chunk_rows = o.score_chunk_rows;
   data::EvalWindowParams wp;
@@ -130,15 +113,11 @@ void evaluate_windows(models::TransformerLM& model, const data::TokenStream& str
   }
 }
 
-void evaluate_kv_cache(models::TransformerLM& model, const data::TokenStream& stream, int64_t L, int64_t memory,
+void evaluate_kv_cache(models::LanguageModel& model, const data::TokenStream& stream, int64_t L, int64_t memory,
                        int32_t eos, int64_t chunk_rows, NllStats& stats, EvalResult& r) {
-  const auto pos = model.config().pos;
-  if (pos == models::PosMethod::Sinusoidal || pos == models::PosMethod::Learned)
-    fail_usage(std::string("--kv-cache: needs a relative position method (alibi, t5, rope, none); this model uses ") +
-                   models::pos_method_name(pos),
-               "evaluate absolute-position models with the window protocol (--context-window)");
+  // A family whose positions are absolute refuses (a usage error naming the method).
+  std::unique_ptr<models::SegmentState> state = model.new_segment_state(models::SegmentUse::Memory);
   const int64_t N = stream.total_tokens();
-  models::KvCache cache;
   ScoredRows scored;
   int64_t last_keys = -1;  // cached keys after the previous segment
   for (int64_t start = 0; start < N; start += L) {
@@ -147,7 +126,7 @@ void evaluate_kv_cache(models::TransformerLM& model, const data::TokenStream& st
     std::vector<int32_t> targets = stream.tokens(start, n);
     src.i32()[0] = start == 0 ? eos : stream.tokens(start - 1, 1)[0];
     std::copy_n(targets.data(), n - 1, src.i32() + 1);
-    Tensor hidden = model.features(src, {.cache = &cache}).value();  // [1, n, C]
+    Tensor hidden = model.features(src, {.state = state.get()}).value();  // [1, n, C]
     scored.clear();
     for (int64_t i = 0; i < n; ++i) {
       scored.row.push_back(i);
@@ -156,19 +135,10 @@ void evaluate_kv_cache(models::TransformerLM& model, const data::TokenStream& st
     }
     score_rows(model, hidden, scored, chunk_rows, stats);
     ++r.forward_passes;
-    // Keep the keys/values of the last `memory` tokens: [B, H, S, D] -> [B, H, memory, D].
-    for (size_t l = 0; l < cache.k.size(); ++l)
-      for (Tensor* t : {&cache.k[l], &cache.v[l]}) {
-        const int64_t B = t->dim(0), H = t->dim(1), S = t->dim(2), D = t->dim(3);
-        if (S <= memory) continue;
-        Tensor kept = Tensor::empty({B, H, memory, D});
-        for (int64_t bh = 0; bh < B * H; ++bh)
-          std::copy_n(t->f32() + (bh * S + S - memory) * D, memory * D, kept.f32() + bh * memory * D);
-        *t = kept;
-      }
-    // While the cache grows, every segment has new shapes and the pool's cached buffers of old
+    state->keep_last(memory);  // the state of the last `memory` tokens
+    // While the state grows, every segment has new shapes and the pool's cached buffers of old
     // sizes would never be reused: hand them back (in the steady state the shapes repeat).
-    const int64_t keys = cache.k.empty() ? 0 : cache.k[0].dim(2);
+    const int64_t keys = state->kept();
     if (keys != last_keys || n != L) pool_release_cached();
     last_keys = keys;
   }
@@ -177,9 +147,9 @@ void evaluate_kv_cache(models::TransformerLM& model, const data::TokenStream& st
 
 }  // namespace
 
-EvalResult evaluate(models::TransformerLM& model, const data::TokenStream& stream, const EvalOptions& o) {
+EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& stream, const EvalOptions& o) {
   autograd::NoGradGuard no_grad;
-  const int64_t L = o.tokens_per_sample > 0 ? o.tokens_per_sample : model.config().tokens_per_sample;
+  const int64_t L = o.tokens_per_sample > 0 ? o.tokens_per_sample : model.info().tokens_per_sample;
   if (L < 1) fail_usage("--tokens-per-sample " + std::to_string(L) + " must be positive");
   if (o.stride < 0) fail_usage("--stride " + std::to_string(o.stride) + " must be positive");
   if (o.context_window < 0) fail_usage("--context-window " + std::to_string(o.context_window) + " must be >= 0");
@@ -274,39 +244,20 @@ double peak_rss_mb() {
   return NAN;
 }
 
-std::unique_ptr<models::TransformerLM> load_eval_model(const std::string& path, nlohmann::json overrides,
-                                                       train::CheckpointContents* contents) {
-  train::CheckpointContents ck = train::read_checkpoint(path);
-  models::TransformerLMConfig cfg = ck.model;
-  if (overrides.contains("max_target_positions")) {
-    models::TransformerLMConfig probe = cfg;
-    probe.apply_overrides(overrides);  // the position method after the overrides
-    if (probe.pos == models::PosMethod::Learned && probe.max_target_positions != cfg.max_target_positions) {
-      log_once(LogLevel::Warning, "--model-overrides max_target_positions is ignored for learned positions: the table "
-                                  "keeps its trained size (max_target_positions = " +
-                                      std::to_string(cfg.max_target_positions) + ")");
-      overrides.erase("max_target_positions");
-    }
-  }
-  cfg.apply_overrides(overrides);
-  auto model = std::make_unique<models::TransformerLM>(cfg);
-  try {
-    train::load_model_weights(*model, ck);
-  } catch (const Error& e) {
-    fail_input(path, e.what());
-  }
-  if (contents) *contents = std::move(ck);
-  return model;
+std::unique_ptr<models::LanguageModel> load_eval_model(const std::string& path, const nlohmann::json& overrides,
+                                                       models::ModelFile* contents) {
+  return models::load_model(path, overrides, models::OverrideUse::Evaluation, contents);
 }
 
 int run_eval_lm(const EvalLmConfig& cfg) {
-  train::CheckpointContents ck;
+  models::ModelFile ck;
   auto model = load_eval_model(cfg.path, cfg.overrides, &ck);
+  const models::ModelInfo info = model->info();
   train::LmData data = train::open_lm_data(cfg.data);
-  if (data.vocab_size != model->config().vocab_size || data.dict_hash != ck.dict_hash)
+  if (data.vocab_size != info.vocab_size || data.dict_hash != ck.dict_hash)
     fail_input(data.dict_path, "is not the dictionary the checkpoint " + cfg.path + " was trained with (" +
                                    std::to_string(data.vocab_size) + " symbols, hash " + data.dict_hash +
-                                   "; checkpoint: " + std::to_string(model->config().vocab_size) + " symbols, hash " +
+                                   "; checkpoint: " + std::to_string(info.vocab_size) + " symbols, hash " +
                                    ck.dict_hash + ")",
                "evaluate on a data-bin binarized with the training dictionary (preprocess --srcdict)");
   auto stream = train::open_split_stream(cfg.data, cfg.gen_subset, data);
@@ -325,8 +276,9 @@ int run_eval_lm(const EvalLmConfig& cfg) {
     nlohmann::json j = eval_result_json(r);
     j["split"] = cfg.gen_subset;
     j["checkpoint"] = cfg.path;
-    j["pos"] = models::pos_method_name(model->config().pos);
-    j["train_tokens_per_sample"] = ck.model.tokens_per_sample;
+    const nlohmann::json model_config = model->config_json();
+    if (model_config.contains("pos")) j["pos"] = model_config.at("pos");
+    j["train_tokens_per_sample"] = ck.model.value("tokens_per_sample", info.tokens_per_sample);
     j["byte_level"] = data.byte_level;
     if (data.byte_level) j["bits_per_byte"] = r.loss2;
     j["peak_rss_mb"] = peak_rss_mb();

@@ -21,8 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "models/transformer_lm.h"
-#include "train/checkpoint.h"
+#include "models/language_model.h"
+#include "models/model_file.h"
+#include "nn/output_head.h"
 
 namespace stretch::data {
 class TokenStream;
@@ -33,7 +34,7 @@ namespace stretch::eval {
 enum class EvalProtocol : uint8_t { Windows, KvCache };
 
 constexpr int64_t kForwardTokens = 4096;           // most input tokens per forward pass
-constexpr int64_t kScoreChunkBytes = 32ll << 20;   // logits computed at once while scoring
+constexpr int64_t kScoreChunkBytes = nn::kScoreChunkBytes;  // logits computed at once while scoring
 
 struct EvalOptions {
   int64_t tokens_per_sample = 0;   // L (0: the model's tokens_per_sample)
@@ -64,7 +65,7 @@ struct EvalResult {
 };
 
 // Evaluates `model` on `stream`. Errors (e.g. learned positions past their table) are thrown.
-EvalResult evaluate(models::TransformerLM& model, const data::TokenStream& stream, const EvalOptions& options);
+EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& stream, const EvalOptions& options);
 
 // Machine-readable form (--results-json): count, loss_base2, ppl, nll_sum_nats, stderr_base2,
 // tokens_per_sample, context_window, stride, protocol, fairseq_protocol, seconds,
@@ -74,12 +75,11 @@ nlohmann::json eval_result_json(const EvalResult& r);
 // Peak resident memory of this process so far (VmHWM), MB; NaN where /proc is unavailable.
 double peak_rss_mb();
 
-// Builds a model for evaluation from a checkpoint with --model-overrides applied. The README
-// commands override max_target_positions to the evaluation length (it sized the fork's
-// buffers); for learned positions that would resize the trained table, so there it is ignored
-// (said once) and an evaluation past the table gives the learned-positions usage error.
-std::unique_ptr<models::TransformerLM> load_eval_model(const std::string& path, nlohmann::json overrides,
-                                                       train::CheckpointContents* contents);
+// Builds a model for evaluation from a model file or checkpoint with --model-overrides applied
+// (OverrideUse::Evaluation: e.g. transformer_lm ignores max_target_positions for learned
+// positions, whose table keeps its trained size).
+std::unique_ptr<models::LanguageModel> load_eval_model(const std::string& path, const nlohmann::json& overrides,
+                                                       models::ModelFile* contents);
 
 struct EvalLmConfig {
   std::string data;

@@ -11,7 +11,6 @@
 #include "core/error.h"
 #include "data/dictionary.h"
 #include "eval/eval_lm.h"
-#include "train/checkpoint.h"
 
 namespace stretch::eval {
 
@@ -51,21 +50,21 @@ std::vector<int32_t> banned_ids(const data::Dictionary& dict) {
   return banned;
 }
 
-std::vector<int32_t> generate_tokens(models::TransformerLM& model, const std::vector<int32_t>& context,
+std::vector<int32_t> generate_tokens(models::LanguageModel& model, const std::vector<int32_t>& context,
                                      const SamplingParams& p, Rng& rng, const std::vector<int32_t>& banned) {
   autograd::NoGradGuard no_grad;
-  const int64_t V = model.config().vocab_size;
+  const int64_t V = model.head().vocab_size();
   if (context.empty()) fail_usage("generate: the context is empty", "start it with </s> as training streams do");
-  models::KvCache cache;
+  std::unique_ptr<models::SegmentState> state = model.new_segment_state(models::SegmentUse::Decode);
   Tensor src = Tensor::empty({1, static_cast<int64_t>(context.size())}, DType::I32);
   std::copy(context.begin(), context.end(), src.i32());
   std::vector<int32_t> out;
   for (int64_t step = 0; step < p.max_len; ++step) {
-    Tensor hidden = model.features(src, {.cache = &cache}).value();  // [1, T, C]
+    Tensor hidden = model.features(src, {.state = state.get()}).value();  // [1, T, C]
     const int64_t T = hidden.dim(1), C = hidden.dim(2);
     Tensor last = Tensor::empty({1, C});
     std::copy_n(hidden.f32() + (T - 1) * C, C, last.f32());
-    Tensor logits = model.output(autograd::Var(last)).value();  // [1, V]
+    Tensor logits = model.head().log_scores(last);  // [1, V]
     int32_t next = sample_from_logits(logits.f32(), V, p, rng, banned);
     out.push_back(next);
     if (next == p.stop_token) break;
@@ -75,19 +74,40 @@ std::vector<int32_t> generate_tokens(models::TransformerLM& model, const std::ve
   return out;
 }
 
-int run_generate(const GenerateConfig& c) {
-  train::CheckpointContents ck;
-  auto model = load_eval_model(c.path, c.overrides, &ck);
+namespace {
+// The dictionary: the data directory's dict.txt when given (checked against the model file),
+// else the one stored in the model file.
+data::Dictionary generation_dictionary(const GenerateConfig& c, const models::ModelFile& ck, int64_t vocab) {
+  if (c.data.empty()) {
+    if (ck.dictionary.empty())
+      fail_usage("generate: " + c.path + " has no dictionary inside (written before stretch stored it)",
+                 "give the data-bin directory the model was trained on: `stretch generate DATA --path " + c.path + "`");
+    data::Dictionary dict = data::Dictionary::parse(ck.dictionary, c.path + " (stored dictionary)");
+    if (dict.content_hash() != ck.dict_hash || dict.size() != vocab)
+      fail_input(c.path, "its stored dictionary (hash " + dict.content_hash() + ", " + std::to_string(dict.size()) +
+                             " symbols) does not match the model (hash " + ck.dict_hash + ", vocabulary " +
+                             std::to_string(vocab) + ")",
+                 "the file is damaged; give the data-bin directory the model was trained on");
+    return dict;
+  }
   const std::string dict_path = (std::filesystem::path(c.data) / "dict.txt").string();
   data::Dictionary dict = data::Dictionary::load(dict_path);
-  if (dict.size() != model->config().vocab_size)
+  if (dict.size() != vocab)
     fail_input(dict_path, "has " + std::to_string(dict.size()) + " symbols but the checkpoint's vocabulary is " +
-                              std::to_string(model->config().vocab_size),
+                              std::to_string(vocab),
                "give the data-bin directory the model was trained on");
   if (ck.dict_hash != dict.content_hash())
     fail_input(dict_path, "is not the dictionary the checkpoint was trained with (hash " + dict.content_hash() +
                               ", checkpoint " + ck.dict_hash + ")",
                "give the data-bin directory the model was trained on");
+  return dict;
+}
+}  // namespace
+
+int run_generate(const GenerateConfig& c) {
+  models::ModelFile ck;
+  auto model = load_eval_model(c.path, c.overrides, &ck);
+  const data::Dictionary dict = generation_dictionary(c, ck, model->info().vocab_size);
   std::vector<int32_t> context = {dict.eos()};
   const bool bytes = dict.is_byte_level();
   if (bytes) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "models/transformer_lm.h"
+#include "models/language_model.h"
 
 namespace stretch::data {
 class Dictionary;
@@ -38,11 +38,11 @@ int32_t sample_from_logits(const float* logits, int64_t vocab, const SamplingPar
 std::vector<int32_t> banned_ids(const data::Dictionary& dict);
 // Continues `context` (ids, starting with eos) by up to max_len tokens with a KV cache (the
 // context in one pass, then one token per pass); returns the new ids.
-std::vector<int32_t> generate_tokens(models::TransformerLM& model, const std::vector<int32_t>& context,
+std::vector<int32_t> generate_tokens(models::LanguageModel& model, const std::vector<int32_t>& context,
                                      const SamplingParams& p, Rng& rng, const std::vector<int32_t>& banned);
 
 struct GenerateConfig {
-  std::string data;             // data-bin directory (its dict.txt)
+  std::string data;             // data-bin directory (its dict.txt); empty: the model file's dictionary
   std::string path;             // checkpoint
   std::string prompt;
   SamplingParams sampling;

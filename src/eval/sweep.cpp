@@ -25,17 +25,16 @@ int run_sweep(const SweepConfig& cfg) {
   std::filesystem::create_directories(cfg.results_dir);
   std::vector<SweepRow> rows;
   for (size_t i = 0; i < cfg.paths.size(); ++i) {
-    train::CheckpointContents ck;
-    auto model = train::load_model(cfg.paths[i], nlohmann::json::object(), &ck);
+    models::ModelFile ck;
+    auto model = load_eval_model(cfg.paths[i], nlohmann::json::object(), &ck);
     if (ck.dict_hash != data.dict_hash)
       fail_input(cfg.paths[i], "was trained with another dictionary than " + data.dict_path,
                  "sweep checkpoints trained on this data-bin");
     SweepRow row;
     row.path = cfg.paths[i];
-    row.train_length = model->config().tokens_per_sample;
-    row.label = !cfg.labels.empty() ? cfg.labels[i]
-                                    : std::string(models::pos_method_name(model->config().pos)) + " L=" +
-                                          std::to_string(row.train_length);
+    const models::ModelInfo info = model->info();
+    row.train_length = info.tokens_per_sample;
+    row.label = !cfg.labels.empty() ? cfg.labels[i] : info.label + " L=" + std::to_string(row.train_length);
     for (int64_t L : cfg.lengths) {
       SweepCell cell;
       cell.length = L;

@@ -7,10 +7,6 @@
 
 namespace stretch::train {
 
-namespace {
-constexpr const char* kFormat = "stretch-checkpoint-1";
-}
-
 nlohmann::json TrainState::to_json() const {
   return {{"num_updates", num_updates},
           {"epoch", epoch},
@@ -40,110 +36,56 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& sou
   return s;
 }
 
-void save_checkpoint(const std::string& path, const models::TransformerLM& model, const nlohmann::json& config,
-                     const std::string& dict_hash, const TrainState& state, const optim::Optimizer* optimizer) {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [name, var] : model.params().items()) tensors.emplace_back(name, var.value());
+void save_checkpoint(const std::string& path, const models::LanguageModel& model, const CheckpointSave& what) {
+  models::ModelFileWrite w;
+  w.format = models::kCheckpointFormat;
+  w.config = what.config;
+  w.dict_hash = what.dict_hash;
+  w.dictionary = what.dictionary;
   nlohmann::json opt_scalars = nlohmann::json::object();
-  if (optimizer) {
-    optim::OptimizerState st = optimizer->state_dict();
-    for (auto& [name, t] : st.tensors) tensors.emplace_back("optimizer." + name, t);
+  if (what.optimizer) {
+    optim::OptimizerState st = what.optimizer->state_dict();
+    for (auto& [name, t] : st.tensors) w.extra_tensors.emplace_back("optimizer." + name, t);
     opt_scalars = st.scalars;
   }
-  std::map<std::string, std::string> meta;
-  meta["format"] = kFormat;
-  // fairseq argument names at the top level (the model's), the trainer's groups beside them.
-  nlohmann::json cfg = config.is_object() ? config : nlohmann::json::object();
-  cfg.erase("model");
-  const nlohmann::json model_json = model.config().to_json();
-  for (auto& [key, value] : model_json.items()) cfg[key] = value;
-  meta["config"] = cfg.dump();
-  meta["dict_hash"] = dict_hash;
-  meta["train_state"] = state.to_json().dump();
-  meta["optimizer"] = opt_scalars.dump();
-  save_safetensors(path, tensors, meta);
+  if (what.segment)
+    for (auto& [name, t] : what.segment->save()) w.extra_tensors.emplace_back("segment." + name, t);
+  w.extra_meta["train_state"] = what.state.to_json().dump();
+  w.extra_meta["optimizer"] = opt_scalars.dump();
+  models::write_model_file(path, model, w);
 }
 
 CheckpointContents read_checkpoint(const std::string& path) {
-  if (!std::filesystem::exists(path)) {
-    std::filesystem::path p(path);
-    fail_input(path, "checkpoint not found", "check --path / --save-dir; stretch writes checkpoint_last.pt and checkpoint_best.pt");
-  }
   CheckpointContents c;
-  c.file = load_safetensors(path);
+  static_cast<models::ModelFile&>(c) = models::read_model_file(path);
   auto meta = [&](const char* key) -> const std::string& {
     auto it = c.file.metadata.find(key);
-    if (it == c.file.metadata.end())
-      fail_input(path, std::string("not a stretch checkpoint (no '") + key + "' in the safetensors metadata)",
-                 "stretch reads checkpoints written by `stretch train`; fairseq's pickled .pt files are not read");
+    if (it == c.file.metadata.end() || c.format != models::kCheckpointFormat)
+      fail_input(path, std::string("is a model file without training state (no '") + key + "')",
+                 "resume from a checkpoint written by `stretch train` (checkpoint_last.pt), or start afresh");
     return it->second;
   };
-  if (meta("format") != kFormat)
-    fail_input(path, "unsupported checkpoint format '" + meta("format") + "'", std::string("this build reads ") + kFormat);
   try {
-    c.config = nlohmann::json::parse(meta("config"));
-    nlohmann::json model_json = nlohmann::json::object();
-    for (auto& [key, value] : c.config.items())
-      if (models::TransformerLMConfig::is_key(key)) model_json[key] = value;
-    c.model = models::TransformerLMConfig::from_json(model_json);
     c.state = TrainState::from_json(nlohmann::json::parse(meta("train_state")), path);
     c.optimizer_scalars = nlohmann::json::parse(meta("optimizer"));
   } catch (const nlohmann::json::exception& e) {
     fail_input(path, std::string("corrupt checkpoint metadata: ") + e.what(), "restore an earlier checkpoint");
   }
-  c.dict_hash = meta("dict_hash");
   return c;
 }
 
-void load_model_weights(models::TransformerLM& model, const CheckpointContents& ckpt) {
-  const std::string& path = ckpt.file.path.empty() ? std::string("checkpoint") : ckpt.file.path;
-  const std::string hint = "the checkpoint was written for another architecture: check --arch/--pos and the model "
-                           "flags against its config (`stretch info CKPT`)";
-  for (const auto& [name, var] : model.params().items()) {
-    const Tensor* t = ckpt.file.find(name);
-    if (!t) fail_input(path, "has no tensor '" + name + "' (the model needs it)", hint);
-    if (t->shape() != var.shape() || t->dtype() != DType::F32)
-      fail_input(path, "tensor '" + name + "' is " + safetensors_dtype_name(t->dtype()) + " " + t->shape().str() +
-                           ", the model expects F32 " + var.shape().str(), hint);
-    var.value().copy_from(*t);
-  }
+NamedTensors segment_tensors(const CheckpointContents& ckpt) {
+  NamedTensors out;
   for (const auto& [name, t] : ckpt.file.tensors)
-    if (name.rfind("optimizer.", 0) != 0 && !model.params().contains(name))
-      fail_input(path, "has tensor '" + name + "', which this model does not have", hint);
+    if (name.rfind("segment.", 0) == 0) out.emplace_back(name.substr(8), t);
+  return out;
 }
 
-void check_same_architecture(const std::string& path, const models::TransformerLMConfig& saved,
-                             const models::TransformerLMConfig& wanted) {
-  using models::PosMethod;
-  const nlohmann::json a = saved.to_json(), b = wanted.to_json();
-  std::vector<std::string> keys = {"vocab_size", "decoder_layers", "decoder_embed_dim", "decoder_ffn_embed_dim",
-                                   "decoder_attention_heads", "decoder_normalize_before", "no_decoder_final_norm",
-                                   "share_decoder_input_output_embed", "no_scale_embedding", "activation_fn", "pos",
-                                   "padding_idx"};
-  if (wanted.pos == PosMethod::Learned) keys.push_back("max_target_positions");
-  if (wanted.pos == PosMethod::T5) keys.insert(keys.end(), {"t5_num_buckets", "t5_max_distance"});
-  if (wanted.pos == PosMethod::Rope) keys.push_back("rope_base");
-  std::string diffs;
-  for (const auto& k : keys)
-    if (a.at(k) != b.at(k)) diffs += (diffs.empty() ? "" : ", ") + k + " " + a.at(k).dump() + " (this run: " + b.at(k).dump() + ")";
+void check_same_architecture(const std::string& path, const nlohmann::json& saved, const nlohmann::json& wanted) {
+  const std::string diffs = models::structural_differences(saved, wanted);
   if (!diffs.empty())
-    fail_input(path, "was written for another model (--arch " + saved.arch + "): " + diffs,
+    fail_input(path, "was written for another model (--arch " + saved.value("arch", std::string("?")) + "): " + diffs,
                "resume with the model flags the checkpoint was trained with, or start afresh in another --save-dir");
-}
-
-std::unique_ptr<models::TransformerLM> load_model(const std::string& path, const nlohmann::json& overrides,
-                                                  CheckpointContents* contents) {
-  CheckpointContents c = read_checkpoint(path);
-  models::TransformerLMConfig cfg = c.model;
-  cfg.apply_overrides(overrides);
-  auto model = std::make_unique<models::TransformerLM>(cfg);
-  try {
-    load_model_weights(*model, c);
-  } catch (const Error& e) {
-    fail_input(path, e.what());
-  }
-  if (contents) *contents = std::move(c);
-  return model;
 }
 
 }  // namespace stretch::train

@@ -1,19 +1,18 @@
-// train/checkpoint.h — stretch checkpoints: safetensors files (docs/formats.md) holding the
-// model tensors under fairseq state-dict names, the optimizer state as tensors named
-// "optimizer.<param>.<slot>", and in __metadata__: "format" ("stretch-checkpoint-1"),
-// "config" (the whole effective config as JSON, fairseq argument names, model group under
-// "model"), "dict_hash", "train_state" (train/train_state.h), "optimizer" (scalar state as
-// JSON). Files keep fairseq's names (checkpoint_last.pt,
-// checkpoint_best.pt, checkpointN.pt, checkpoint_E_U.pt) so fairseq commands run unchanged;
-// their content is safetensors, which Python's safetensors.safe_open reads. Writes are atomic.
+// train/checkpoint.h — training checkpoints: a model file (models/model_file.h: weights,
+// config, dictionary) plus the training state — the optimizer state as tensors named
+// "optimizer.<param>.<slot>", the family's segment state as "segment.<name>", and in
+// __metadata__: "format" ("stretch-checkpoint-1"), "train_state" (train/train_state.h) and
+// "optimizer" (scalar state as JSON); "config" holds the whole effective config (model keys at
+// the top level, the trainer's groups beside them). Files keep fairseq's names
+// (checkpoint_last.pt, checkpoint_best.pt, checkpointN.pt, checkpoint_E_U.pt) so fairseq commands
+// run unchanged; their content is safetensors, which Python's safetensors.safe_open reads.
+// Writes are atomic.
 #pragma once
 #include <cmath>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "models/transformer_lm.h"
-#include "tensor/safetensors.h"
+#include "models/model_file.h"
 #include "train/train_state.h"
 
 namespace stretch::optim {
@@ -22,29 +21,28 @@ class Optimizer;
 
 namespace stretch::train {
 
-struct CheckpointContents {
-  nlohmann::json config;         // effective config (train + model groups)
-  models::TransformerLMConfig model;
-  std::string dict_hash;
+struct CheckpointContents : models::ModelFile {
   TrainState state;
   nlohmann::json optimizer_scalars;
-  SafetensorsFile file;          // all tensors (model + optimizer.*)
 };
 
-void save_checkpoint(const std::string& path, const models::TransformerLM& model, const nlohmann::json& config,
-                     const std::string& dict_hash, const TrainState& state, const optim::Optimizer* optimizer);
-// Reads and validates a checkpoint; errors name the file and say what to do.
+struct CheckpointSave {
+  nlohmann::json config = nlohmann::json::object();  // effective config (train + model groups)
+  std::string dict_hash;
+  std::string dictionary;                            // dict.txt text
+  TrainState state;
+  const optim::Optimizer* optimizer = nullptr;
+  const models::SegmentState* segment = nullptr;     // the family's training memory, if any
+};
+
+void save_checkpoint(const std::string& path, const models::LanguageModel& model, const CheckpointSave& what);
+// Reads and validates a checkpoint with training state; errors name the file and say what to do.
 CheckpointContents read_checkpoint(const std::string& path);
-// Copies the checkpoint's tensors into `model`. A missing, extra (other than "optimizer.*") or
-// mis-shaped tensor is an error naming the file and the tensor ("another architecture").
-void load_model_weights(models::TransformerLM& model, const CheckpointContents& ckpt);
+// The segment state tensors (names without "segment.").
+NamedTensors segment_tensors(const CheckpointContents& ckpt);
 // Resuming: the checkpoint's model must have the run's structure (every key that changes a
 // tensor or the function computed; dropout and evaluation-only keys may differ). Otherwise
 // one error naming the file and each differing key with both values.
-void check_same_architecture(const std::string& path, const models::TransformerLMConfig& saved,
-                             const models::TransformerLMConfig& wanted);
-// Builds a model from a checkpoint with --model-overrides applied (evaluation, generation).
-std::unique_ptr<models::TransformerLM> load_model(const std::string& path, const nlohmann::json& overrides,
-                                                  CheckpointContents* contents = nullptr);
+void check_same_architecture(const std::string& path, const nlohmann::json& saved, const nlohmann::json& wanted);
 
 }  // namespace stretch::train

@@ -64,7 +64,7 @@ nlohmann::json TrainConfig::to_json() const {
            {{"log_format", log_format == LogFormat::Json ? "json" : log_format == LogFormat::None ? "none" : "simple"},
             {"log_interval", log_interval},
             {"max_consecutive_nan", max_consecutive_nan}}},
-          {"model", model.to_json()}};
+          {"model", model}};
 }
 
 }  // namespace stretch::train

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "models/transformer_lm_config.h"
 
 namespace stretch::train {
 
@@ -71,7 +70,8 @@ struct TrainConfig {
   int64_t max_consecutive_nan = 10;       // stop after this many skipped non-finite updates in a row
   bool skip_invalid_size_inputs_valid_test = false;
   OptimSettings optim;
-  models::TransformerLMConfig model;
+  // The model config (fairseq keys, "arch" included; models/registry.h resolves and builds it).
+  nlohmann::json model = nlohmann::json::object();
 
   nlohmann::json to_json() const;
 };

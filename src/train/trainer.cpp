@@ -8,6 +8,8 @@
 #include <csignal>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <system_error>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "core/log.h"
 #include "dist/world.h"
 #include "ops/gemm.h"
+#include "models/registry.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
 #include "train/optim_settings.h"
@@ -46,7 +49,7 @@ struct ValidResult {
   double seconds = 0;
 };
 
-ValidResult validate(models::TransformerLM& model, LmSplit& split, const dist::World& world) {
+ValidResult validate(models::LanguageModel& model, LmSplit& split, const dist::World& world) {
   autograd::NoGradGuard no_grad;
   const double t0 = now_seconds();
   double sums[3] = {0, 0, 0};  // nats, tokens, sentences
@@ -54,16 +57,21 @@ ValidResult validate(models::TransformerLM& model, LmSplit& split, const dist::W
   for (int64_t i = 0; i < split.num_batches(); ++i) {
     LmBatch b = split.batch(i);
     if (!b.src.defined()) continue;
-    Var logits = model.forward(b.src, {.mode = models::Mode::Eval});
-    int64_t count = 0;
-    Var loss = autograd::cross_entropy(logits, b.tgt, model.config().padding_idx, ops::Reduction::Sum, &count);
-    sums[0] += loss.value().f32()[0];
-    sums[1] += static_cast<double>(count);
+    Var hidden = model.features(b.src, {.mode = models::Mode::Eval});
+    const nn::HeadLoss loss = model.head().loss(hidden, b.tgt, model.info().padding_idx, nn::LossUse::Validation);
+    sums[0] += loss.loss.value().f32()[0];
+    sums[1] += static_cast<double>(loss.ntokens);
     sums[2] += static_cast<double>(b.src.dim(0));
   }
   world.allreduce_sum(sums, 3);
   return {sums[1] > 0 ? sums[0] / sums[1] / kLn2 : 0.0, static_cast<int64_t>(sums[1]), static_cast<int64_t>(sums[2]),
           now_seconds() - t0};
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail_io(path, "cannot read the dictionary", "check the data directory");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 std::string ckpt_path(const TrainConfig& c, const std::string& name) { return (fs::path(c.save_dir) / name).string(); }
@@ -142,8 +150,8 @@ int run_training(TrainConfig c) {
   if (c.max_consecutive_nan < 1)
     fail_usage("--max-consecutive-nan must be >= 1, got " + std::to_string(c.max_consecutive_nan));
   LmData data = open_lm_data(c.data);
-  c.model.vocab_size = data.vocab_size;
-  c.model.padding_idx = data.pad;
+  c.model["vocab_size"] = data.vocab_size;
+  c.model["padding_idx"] = data.pad;
 
   LmSplitOptions train_opts{.tokens_per_sample = c.tokens_per_sample,
                             .sample_break_mode = c.sample_break_mode,
@@ -164,8 +172,11 @@ int run_training(TrainConfig c) {
     valid_split = open_lm_split(c.data, c.valid_subset, data, vo);
   }
 
-  models::TransformerLM model(c.model);
+  std::unique_ptr<models::LanguageModel> model_ptr = models::build_model(c.model);
+  models::LanguageModel& model = *model_ptr;
   model.init(c.seed);
+  std::unique_ptr<models::SegmentState> segment = model.new_segment_state(models::SegmentUse::Training);
+  const std::string dictionary_text = read_text_file(data.dict_path);
   auto optimizer = make_optimizer(c.optim);
   auto scheduler = make_scheduler(c.optim, c.max_update);
 
@@ -185,8 +196,9 @@ int run_training(TrainConfig c) {
       fail_input(from, "was trained with another dictionary (hash " + ck.dict_hash + "; " + data.dict_path + " has " +
                            data.dict_hash + ")",
                  "use a fresh --save-dir, or the data-bin the checkpoint was trained on");
-    check_same_architecture(from, ck.model, model.config());
-    load_model_weights(model, ck);
+    check_same_architecture(from, ck.model, model.config_json());
+    models::load_weights(model, ck);
+    if (segment) segment->load(segment_tensors(ck));
     state = ck.state;
     if (state.seed != c.seed)
       log_warning("resuming a run started with --seed " + std::to_string(state.seed) + " with --seed " +
@@ -213,7 +225,7 @@ int run_training(TrainConfig c) {
   if (world.is_main() && ops::matmul_precision() == ops::GemmPrecision::Bf16)
     log_info("bf16 matrix products (fp32 accumulation); weights, optimizer state and checkpoints in fp32");
   if (world.is_main())
-    log_info("model " + c.model.arch + " pos=" + models::pos_method_name(c.model.pos) + ": " +
+    log_info("model " + model.info().summary + ": " +
              std::to_string(model.params().numel()) + " parameters, vocabulary " + std::to_string(data.vocab_size));
 
   Progress progress(c.log_format, !c.no_progress_bar);
@@ -232,7 +244,13 @@ int run_training(TrainConfig c) {
     const std::string first = ckpt_path(c, names.front());
     test_hooks::before_checkpoint_save(++save_count);
     try {
-      save_checkpoint(first, model, config_json, data.dict_hash, state, optimizer.get());
+      save_checkpoint(first, model,
+                      {.config = config_json,
+                       .dict_hash = data.dict_hash,
+                       .dictionary = dictionary_text,
+                       .state = state,
+                       .optimizer = optimizer.get(),
+                       .segment = segment.get()});
     } catch (...) {
       test_hooks::after_checkpoint_save();
       throw;
@@ -314,7 +332,8 @@ int run_training(TrainConfig c) {
       group.clear();
       for (int64_t i = first; i < last; ++i) group.push_back(train_split->batch(i));
       state.next_batch = last;
-      const UpdateResult r = train_update(model, group, *optimizer, *scheduler, state, update_params, world);
+      const UpdateResult r =
+          train_update(model, group, *optimizer, *scheduler, state, update_params, world, segment.get());
       if (!r.applied()) {
         ++nan_in_a_row;
         log_warning("update " + std::to_string(state.num_updates + 1) + ": loss or gradient is not finite (loss " +

@@ -9,43 +9,47 @@
 
 namespace stretch::train {
 
-std::vector<optim::OptimParam> optim_params(models::TransformerLM& model) {
+std::vector<optim::OptimParam> optim_params(models::LanguageModel& model) {
   std::vector<optim::OptimParam> out;
   for (const auto& [name, var] : model.params().items())
     out.push_back({name, var.data(), var.grad_data(), var.numel()});
   return out;
 }
 
-UpdateResult train_update(models::TransformerLM& model, std::span<const LmBatch> group, optim::Optimizer& optimizer,
+UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch> group, optim::Optimizer& optimizer,
                           const optim::LrSchedule& schedule, TrainState& state, const UpdateParams& params,
-                          const dist::World& world) {
+                          const dist::World& world, models::SegmentState* segment) {
   UpdateResult r;
   r.lr = schedule.lr_at_epoch(state.num_updates, state.epoch);
   model.params().zero_grad();
-  double sums[3] = {0, 0, 0};  // loss (nats), ntokens, sentences
+  double sums[4] = {0, 0, 0, 0};  // loss (nats), ntokens, sentences, sample size
   for (size_t i = 0; i < group.size(); ++i) {
     const LmBatch& b = group[i];
     if (!b.src.defined()) continue;
-    autograd::Var logits = model.forward(b.src, {.mode = models::Mode::Train,
-                                                 .seed = params.seed,
-                                                 .step = static_cast<uint64_t>(state.num_updates),
-                                                 .micro = static_cast<uint64_t>(i)});
-    autograd::Var loss = autograd::cross_entropy(logits, b.tgt, params.pad, ops::Reduction::Sum, nullptr,
-                                                      autograd::LogitsBuffer::ReuseForGradient);
+    autograd::Var hidden = model.features(b.src, {.mode = models::Mode::Train,
+                                                  .seed = params.seed,
+                                                  .step = static_cast<uint64_t>(state.num_updates),
+                                                  .micro = static_cast<uint64_t>(i),
+                                                  .state = segment});
+    nn::HeadLoss head = model.head().loss(hidden, b.tgt, params.pad, nn::LossUse::Training);
+    autograd::Var loss = head.loss;
+    if (autograd::Var aux = model.aux_loss(); aux.defined()) loss = autograd::add(loss, aux);
     autograd::tape().backward(loss);
     sums[0] += loss.value().f32()[0];
     sums[1] += static_cast<double>(b.ntokens);
     sums[2] += static_cast<double>(b.src.dim(0));
+    sums[3] += head.sample_size;
   }
   const auto ps = optim_params(model);
   for (const auto& p : ps) world.allreduce_sum(p.grad, p.numel);  // no-op in a world of size 1
-  world.allreduce_sum(sums, 3);
+  world.allreduce_sum(sums, 4);
   r.loss_sum = sums[0];
   r.ntokens = sums[1];
   r.nsentences = sums[2];
+  r.sample_size = sums[3];
   // grads / ntokens and clipping in two passes (the norm's pass also finds non-finite grads).
   r.gnorm = std::isfinite(r.loss_sum)
-                ? optim::scale_and_clip_grads(ps, 1.0 / std::max(r.ntokens, 1.0), params.clip_norm)
+                ? optim::scale_and_clip_grads(ps, 1.0 / std::max(r.sample_size, 1.0), params.clip_norm)
                 : NAN;
   if (!std::isfinite(r.gnorm)) {
     r.outcome = UpdateOutcome::SkippedNonFinite;
@@ -53,6 +57,7 @@ UpdateResult train_update(models::TransformerLM& model, std::span<const LmBatch>
     return r;
   }
   optimizer.step(ps, r.lr);
+  model.after_step();
   state.num_updates += 1;
   return r;
 }

@@ -3,22 +3,25 @@
 // (tools/parity_dump.cpp --trajectory) both call train_update(); there is no second copy.
 //
 // For the micro-batches of one update (--update-freq of them, this rank's share):
-//   1. zero the gradients; for each micro-batch i: forward in training mode (dropout stream
-//      (seed, update = num_updates, micro = i)), SUMMED NLL over non-pad targets, backward
-//      (gradients accumulate);
-//   2. all-reduce the gradients and (loss, ntokens, nsentences) over the world (sums);
+//   1. zero the gradients; for each micro-batch i: features in training mode (dropout stream
+//      (seed, update = num_updates, micro = i); the family's training segment state, if any),
+//      the head's loss (SUMMED NLL over non-pad targets for cross_entropy) plus the family's
+//      aux_loss, backward (gradients accumulate);
+//   2. all-reduce the gradients and (loss, sample size, ntokens, nsentences) over the world (sums);
 //   3. a non-finite loss or gradient: nothing else happens (parameters, optimizer state and
 //      num_updates unchanged), the result says applied = false and the caller warns / stops;
-//   4. gradients ×= 1 / ntokens (the total over all ranks and micro-batches);
+//   4. gradients ×= 1 / sample_size (the head's, summed over all ranks and micro-batches: the
+//      non-pad targets for cross_entropy);
 //   5. gnorm = global L2 norm; with clip_norm > 0, gradients ×= min(1, clip / (gnorm + 1e-6));
 //   6. optimizer step with lr = schedule.lr_at_epoch(num_updates, epoch) (update u uses lr(u−1));
-//   7. num_updates += 1 (the schedule is a pure function: the next lr is lr_at(num_updates)).
+//   7. the family's after_step() hook; num_updates += 1 (the schedule is a pure function: the
+//      next lr is lr_at(num_updates)).
 #pragma once
 #include <cstdint>
 #include <span>
 
 #include "dist/world.h"
-#include "models/transformer_lm.h"
+#include "models/language_model.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "train/lm_data.h"
@@ -38,6 +41,7 @@ struct UpdateResult {
   UpdateOutcome outcome = UpdateOutcome::Applied;
   double loss_sum = 0.0;    // Σ NLL (nats) over the update's non-pad targets, all ranks
   double ntokens = 0.0;     // non-pad targets, all ranks
+  double sample_size = 0.0; // the gradient's divisor, all ranks
   double nsentences = 0.0;  // rows (blocks), all ranks
   double gnorm = 0.0;       // norm of the normalised gradient before clipping (NaN when skipped)
   double lr = 0.0;          // the rate this update used (or would have used)
@@ -45,12 +49,13 @@ struct UpdateResult {
 };
 
 // The optimizer's view of the model's parameters (a tied parameter appears once).
-std::vector<optim::OptimParam> optim_params(models::TransformerLM& model);
+std::vector<optim::OptimParam> optim_params(models::LanguageModel& model);
 
 // One update on `group` (the micro-batches; an undefined src is an empty fill batch of this
-// rank and contributes nothing). Advances state.num_updates when applied.
-UpdateResult train_update(models::TransformerLM& model, std::span<const LmBatch> group, optim::Optimizer& optimizer,
+// rank and contributes nothing). Advances state.num_updates when applied. `segment`: the
+// family's training memory (nullptr when it has none).
+UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch> group, optim::Optimizer& optimizer,
                           const optim::LrSchedule& schedule, TrainState& state, const UpdateParams& params,
-                          const dist::World& world);
+                          const dist::World& world, models::SegmentState* segment = nullptr);
 
 }  // namespace stretch::train

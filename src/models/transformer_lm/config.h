@@ -1,11 +1,15 @@
-// models/transformer_lm_config.h — the typed configuration of the transformer_lm family.
-// Contract: field names follow fairseq's argument names, and to_json()/from_json() use exactly
-// those names (decoder_layers, decoder_embed_dim, ...), so a checkpoint's config reads like a
-// fairseq one and --model-overrides keys apply by name. Unknown keys are an error.
+// models/transformer_lm/config.h — the typed configuration of the transformer_lm family.
+// Contract: field names follow fairseq's argument names; ONE table (fields(), config.cpp)
+// declares each field once — key, flag, help, kind, role — and to_json(), from_json(),
+// apply_overrides(), the command-line flags (cli/model_flags.cpp via models/registry.h) and the
+// resume compatibility check (structural_differences) all come from it. Unknown keys are an
+// error, except fairseq's buffer-sizing keys (max_tokens, ...) which are accepted and ignored.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "models/config_fields.h"
 #include "ops/activation.h"
 
 namespace stretch::models {
@@ -46,11 +50,17 @@ struct TransformerLMConfig {
   nlohmann::json to_json() const;
   static TransformerLMConfig from_json(const nlohmann::json& j);
   // Apply --model-overrides (keys by fairseq name; unknown keys that fairseq would accept
-  // but that mean nothing here, like max_tokens, are accepted and ignored).
-  void apply_overrides(const nlohmann::json& overrides);
+  // but that mean nothing here, like max_tokens, are accepted and ignored). `source` names the
+  // origin of the values in errors.
+  void apply_overrides(const nlohmann::json& overrides, const std::string& source = "--model-overrides");
   // True for the keys to_json() writes.
   static bool is_key(const std::string& key);
+  // The field table (one declaration per field).
+  static const std::vector<Field<TransformerLMConfig>>& fields();
 };
+
+// "key saved (this run: wanted), ..." for the structural keys that differ ("" if none).
+std::string structural_differences(const TransformerLMConfig& saved, const TransformerLMConfig& wanted);
 
 // Presets by --arch name: transformer_lm, transformer_lm_wiki103, transformer_lm_small
 // (4 layers, 256, 4 heads, 1024), transformer_lm_tiny (2 layers, 128, 4 heads, 512).

@@ -1,0 +1,106 @@
+// models/model_file.cpp — see model_file.h.
+#include "models/model_file.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace stretch::models {
+namespace {
+
+bool is_training_state(const std::string& name) {
+  return name.rfind("optimizer.", 0) == 0 || name.rfind("segment.", 0) == 0;
+}
+
+// A PyTorch .pt (zip archive, or a legacy pickle) instead of safetensors: say what it is.
+void refuse_torch_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char magic[4] = {0, 0, 0, 0};
+  in.read(reinterpret_cast<char*>(magic), 4);
+  const bool zip = magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4;
+  const bool pickle = magic[0] == 0x80 && magic[1] >= 2 && magic[1] <= 5;
+  if (zip || pickle)
+    fail_input(path, std::string("is a PyTorch checkpoint (") + (zip ? "zip archive" : "pickle") +
+                         "), not a stretch model file (safetensors)",
+               "a fairseq checkpoint cannot be read directly; stretch reads files written by `stretch train`");
+}
+
+}  // namespace
+
+void write_model_file(const std::string& path, const LanguageModel& model, const ModelFileWrite& w) {
+  NamedTensors tensors;
+  for (const auto& [name, var] : model.params().items()) tensors.emplace_back(name, var.value());
+  for (const auto& t : w.extra_tensors) tensors.push_back(t);
+  SafetensorsMetadata meta = w.extra_meta;
+  meta["format"] = w.format;
+  // fairseq argument names at the top level (the model's), the trainer's groups beside them.
+  nlohmann::json cfg = w.config.is_object() ? w.config : nlohmann::json::object();
+  cfg.erase("model");
+  const nlohmann::json model_json = model.config_json();
+  for (auto& [key, value] : model_json.items()) cfg[key] = value;
+  meta["config"] = cfg.dump();
+  meta["dict_hash"] = w.dict_hash;
+  if (!w.dictionary.empty()) meta["dictionary"] = w.dictionary;
+  save_safetensors(path, tensors, meta);
+}
+
+ModelFile read_model_file(const std::string& path) {
+  if (!std::filesystem::exists(path))
+    fail_input(path, "checkpoint not found", "check --path / --save-dir; stretch writes checkpoint_last.pt and checkpoint_best.pt");
+  refuse_torch_file(path);
+  ModelFile m;
+  m.file = load_safetensors(path);
+  auto meta = [&](const char* key) -> const std::string& {
+    auto it = m.file.metadata.find(key);
+    if (it == m.file.metadata.end())
+      fail_input(path, std::string("not a stretch checkpoint (no '") + key + "' in the safetensors metadata)",
+                 "stretch reads checkpoints written by `stretch train`; fairseq's pickled .pt files are not read");
+    return it->second;
+  };
+  m.format = meta("format");
+  if (m.format != kModelFileFormat && m.format != kCheckpointFormat)
+    fail_input(path, "unsupported checkpoint format '" + m.format + "'",
+               std::string("this build reads ") + kCheckpointFormat + " and " + kModelFileFormat);
+  try {
+    m.config = nlohmann::json::parse(meta("config"));
+  } catch (const nlohmann::json::exception& e) {
+    fail_input(path, std::string("corrupt checkpoint metadata: ") + e.what(), "restore an earlier checkpoint");
+  }
+  m.model = model_keys(m.config, path);
+  m.dict_hash = meta("dict_hash");
+  if (auto it = m.file.metadata.find("dictionary"); it != m.file.metadata.end()) m.dictionary = it->second;
+  return m;
+}
+
+void load_weights(LanguageModel& model, const ModelFile& m) {
+  const std::string& path = m.path().empty() ? std::string("checkpoint") : m.path();
+  const std::string hint = "the checkpoint was written for another architecture: check --arch/--pos and the model "
+                           "flags against its config (`stretch info CKPT`)";
+  for (const auto& [name, var] : model.params().items()) {
+    const Tensor* t = m.file.find(name);
+    if (!t) fail_input(path, "has no tensor '" + name + "' (the model needs it)", hint);
+    if (t->shape() != var.shape() || t->dtype() != DType::F32)
+      fail_input(path, "tensor '" + name + "' is " + safetensors_dtype_name(t->dtype()) + " " + t->shape().str() +
+                           ", the model expects F32 " + var.shape().str(), hint);
+    var.value().copy_from(*t);
+  }
+  for (const auto& [name, t] : m.file.tensors)
+    if (!is_training_state(name) && !model.params().contains(name))
+      fail_input(path, "has tensor '" + name + "', which this model does not have", hint);
+}
+
+std::unique_ptr<LanguageModel> load_model(const std::string& path, const nlohmann::json& overrides, OverrideUse use,
+                                          ModelFile* contents) {
+  ModelFile m = read_model_file(path);
+  std::unique_ptr<LanguageModel> model = build_model(apply_overrides(m.model, overrides, use, path));
+  try {
+    load_weights(*model, m);
+  } catch (const Error& e) {
+    fail_input(path, e.what());
+  }
+  if (contents) *contents = std::move(m);
+  return model;
+}
+
+}  // namespace stretch::models

@@ -1,0 +1,89 @@
+// models/registry.cpp — the family list (one line per family) and the lookups of registry.h.
+#include "models/registry.h"
+
+#include <set>
+
+#include "core/error.h"
+#include "models/transformer_lm/family.h"
+
+namespace stretch::models {
+
+std::vector<const Family*> families() {
+  static const std::vector<const Family*> list = {
+      &transformer_lm_family(),
+  };
+  return list;
+}
+
+std::string arch_table() {
+  std::string out;
+  for (const Family* f : families())
+    for (const auto& a : f->archs) {
+      std::string name = a.name;
+      name.resize(std::max<size_t>(name.size() + 2, 32), ' ');
+      std::string fam = f->name;
+      fam.resize(std::max<size_t>(fam.size() + 2, 18), ' ');
+      out += name + fam + a.help + "\n";
+    }
+  return out;
+}
+
+const Family& family_of_arch(const std::string& arch) {
+  std::string names;
+  for (const Family* f : families())
+    for (const auto& a : f->archs) {
+      if (a.name == arch) return *f;
+      names += (names.empty() ? "" : ", ") + a.name;
+    }
+  fail_usage("--arch: unknown architecture '" + arch + "'", "use one of " + names + " (`stretch train --arch help`)");
+}
+
+const Family& family_of_config(const nlohmann::json& config, const std::string& source) {
+  if (!config.is_object() || !config.contains("arch") || !config.at("arch").is_string())
+    fail_input(source, "the model config has no \"arch\"", "it was not written by `stretch train`");
+  const std::string arch = config.at("arch").get<std::string>();
+  for (const Family* f : families())
+    for (const auto& a : f->archs)
+      if (a.name == arch) return *f;
+  fail_input(source, "the model config names the unknown architecture '" + arch + "'",
+             "this build knows: " + arch_table());
+}
+
+nlohmann::json resolve_config(const std::string& arch, const nlohmann::json& given, int64_t tokens_per_sample) {
+  return family_of_arch(arch).resolve(arch, given, tokens_per_sample);
+}
+
+nlohmann::json apply_overrides(const nlohmann::json& config, const nlohmann::json& overrides, OverrideUse use,
+                               const std::string& source) {
+  return family_of_config(config, source).apply_overrides(config, overrides, use, source);
+}
+
+std::string structural_differences(const nlohmann::json& saved, const nlohmann::json& wanted) {
+  const Family& a = family_of_config(saved, "the checkpoint");
+  const Family& b = family_of_config(wanted, "this run");
+  if (&a != &b) return "family " + a.name + " (this run: " + b.name + ")";
+  return a.structural_differences(saved, wanted);
+}
+
+nlohmann::json model_keys(const nlohmann::json& flat, const std::string& source) {
+  const Family& f = family_of_config(flat, source);
+  nlohmann::json out = nlohmann::json::object();
+  for (auto& [key, value] : flat.items())
+    if (f.is_key(key)) out[key] = value;
+  return out;
+}
+
+std::vector<FieldSpec> model_fields() {
+  std::vector<FieldSpec> out;
+  std::set<std::string> seen;
+  for (const Family* f : families())
+    for (const auto& s : f->fields)
+      if (seen.insert(s.key).second) out.push_back(s);
+  return out;
+}
+
+std::unique_ptr<LanguageModel> build_model(const nlohmann::json& config) {
+  return family_of_config(config, "model config").build(config);
+}
+
+}  // namespace stretch::models

@@ -1,0 +1,202 @@
+// models/transformer_lm/transformer_lm.cpp — see transformer_lm.h.
+#include "models/transformer_lm/transformer_lm.h"
+
+#include <cmath>
+#include <string>
+
+#include "autograd/functions.h"
+#include "autograd/tape.h"
+#include "position/attention_position.h"
+#include "position/positions.h"
+
+namespace stretch::models {
+
+using namespace stretch::autograd;
+
+namespace {
+// Dropout stream fields: step << 24 | micro << 16 | (layer + 1) << 4 | site, XORed.
+constexpr uint64_t kMaxMicro = 1u << 8, kMaxLayerSlots = 1u << 12;  // sites 0..4 < 16
+
+std::unique_ptr<nn::AttentionPosition> make_attention_position(const TransformerLMConfig& c, const Var& t5_table) {
+  const position::AttentionWindow w{c.attention_window};
+  switch (c.pos) {
+    case PosMethod::Alibi: return std::make_unique<position::AlibiBias>(c.alibi_slope_scale, w);
+    case PosMethod::T5: return std::make_unique<position::T5Bias>(t5_table, c.t5_num_buckets, c.t5_max_distance, w);
+    case PosMethod::Rope: return std::make_unique<position::Rotary>(c.rope_base, w);
+    case PosMethod::Sinusoidal:
+    case PosMethod::Learned:
+    case PosMethod::None: return std::make_unique<position::NoBias>(w);
+  }
+  return nullptr;
+}
+}  // namespace
+
+void KvCache::keep_last(int64_t memory) {
+  // [B, H, S, D] -> [B, H, memory, D]
+  for (auto& layer : layers)
+    for (Tensor* t : {&layer.k, &layer.v}) {
+      const int64_t B = t->dim(0), H = t->dim(1), S = t->dim(2), D = t->dim(3);
+      if (S <= memory) continue;
+      Tensor kept = Tensor::empty({B, H, memory, D});
+      for (int64_t bh = 0; bh < B * H; ++bh)
+        std::copy_n(t->f32() + (bh * S + S - memory) * D, memory * D, kept.f32() + bh * memory * D);
+      *t = kept;
+    }
+}
+
+TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(config)) {
+  config_.validate();
+  const auto& c = config_;
+  if (static_cast<uint64_t>(c.decoder_layers) >= kMaxLayerSlots)
+    fail_usage("--decoder-layers " + std::to_string(c.decoder_layers) + ": at most " +
+                   std::to_string(kMaxLayerSlots - 1) + " layers have distinct dropout masks",
+               "use fewer layers");
+  const int64_t C = c.decoder_embed_dim, V = c.vocab_size;
+  embed_tokens_ = nn::Embedding::make(params_, "decoder.embed_tokens.weight", V, C);
+  if (c.pos == PosMethod::Learned)
+    embed_positions_ =
+        nn::Embedding::make(params_, "decoder.embed_positions.weight", c.max_target_positions + c.padding_idx + 1, C);
+  if (c.pos == PosMethod::T5) {  // registered last (fairseq's order); the attention strategy holds it
+    const Shape shape{c.t5_num_buckets, c.decoder_attention_heads};
+    t5_table_ = Var(Tensor::zeros(shape), true);
+  }
+  position_ = make_attention_position(c, t5_table_);
+  const nn::BlockConfig block{.dim = C,
+                              .ffn_dim = c.decoder_ffn_embed_dim,
+                              .heads = c.decoder_attention_heads,
+                              .normalize_before = c.decoder_normalize_before,
+                              .activation = c.activation_fn};
+  layers_.reserve(static_cast<size_t>(c.decoder_layers));
+  for (int64_t l = 0; l < c.decoder_layers; ++l)
+    layers_.emplace_back(params_, "decoder.layers." + std::to_string(l) + ".", block, position_.get());
+  if (c.has_final_norm()) final_norm_ = nn::LayerNorm::make(params_, "decoder.layer_norm.", C);
+  output_projection_ = c.share_decoder_input_output_embed
+                           ? nn::Linear::tied(embed_tokens_.weight)
+                           : nn::Linear::make(params_, "decoder.output_projection.", C, V, nn::Bias::Without);
+  if (t5_table_.defined()) params_.add("decoder.relative_attention_bias.weight", t5_table_);
+  head_ = std::make_unique<nn::SoftmaxHead>(output_projection_.weight);
+}
+
+ModelInfo TransformerLM::info() const {
+  const auto& c = config_;
+  return {.arch = c.arch,
+          .family = "transformer_lm",
+          .vocab_size = c.vocab_size,
+          .padding_idx = c.padding_idx,
+          .tokens_per_sample = c.tokens_per_sample,
+          .label = pos_method_name(c.pos),
+          .summary = c.arch + " pos=" + pos_method_name(c.pos)};
+}
+
+void TransformerLM::init(uint64_t seed) {
+  const auto& c = config_;
+  const int64_t C = c.decoder_embed_dim;
+  Rng rng(seed, /*stream=*/0x1417);
+  const float emb_std = 1.0f / std::sqrt(static_cast<float>(C));
+  nn::init_normal(embed_tokens_.weight, 0.f, emb_std, rng);  // fairseq Embedding: N(0, C^-1/2), pad row 0
+  std::fill_n(embed_tokens_.weight.data() + c.padding_idx * C, C, 0.f);
+  if (embed_positions_.weight.defined()) {  // LearnedPositionalEmbedding: same init, pad row 0
+    nn::init_normal(embed_positions_.weight, 0.f, emb_std, rng);
+    std::fill_n(embed_positions_.weight.data() + c.padding_idx * C, C, 0.f);
+  }
+  const float qkv_gain = 1.0f / std::sqrt(2.0f);
+  for (auto& L : layers_) {
+    auto& a = L.self_attn;
+    for (nn::Linear* p : {&a.k_proj, &a.v_proj, &a.q_proj}) {
+      nn::init_xavier_uniform(p->weight, qkv_gain, rng);
+      nn::init_uniform_fan_in(p->bias, C, rng);
+    }
+    nn::init_xavier_uniform(a.out_proj.weight, 1.0f, rng);
+    nn::init_constant(a.out_proj.bias, 0.f);
+    L.self_attn_layer_norm.init();
+    nn::init_uniform_fan_in(L.ffn.fc1.weight, C, rng);  // kaiming_uniform(a=√5) == U(±1/sqrt(fan_in))
+    nn::init_uniform_fan_in(L.ffn.fc1.bias, C, rng);
+    nn::init_uniform_fan_in(L.ffn.fc2.weight, c.decoder_ffn_embed_dim, rng);
+    nn::init_uniform_fan_in(L.ffn.fc2.bias, c.decoder_ffn_embed_dim, rng);
+    L.final_layer_norm.init();
+  }
+  if (final_norm_.defined()) final_norm_.init();
+  if (!c.share_decoder_input_output_embed) nn::init_normal(output_projection_.weight, 0.f, emb_std, rng);
+  if (t5_table_.defined()) nn::init_normal(t5_table_, 0.f, emb_std, rng);
+}
+
+uint64_t TransformerLM::dropout_stream(const ForwardOptions& opt, int64_t layer, int site) const {
+  // Distinct for every (update, micro-batch, layer, site): the fields do not overlap (checked).
+  return (opt.step << 24) ^ (opt.micro << 16) ^ (static_cast<uint64_t>(layer + 1) << 4) ^ static_cast<uint64_t>(site);
+}
+
+Var TransformerLM::add_positions(const Var& x, const Tensor& src, int64_t pos_offset) {
+  const auto& c = config_;
+  if (c.pos == PosMethod::Sinusoidal) {
+    Tensor table = position::sinusoidal_for_tokens(src, c.decoder_embed_dim, c.padding_idx, pos_offset);  // [B, T, C]
+    return add(x, Var(table));
+  }
+  if (c.pos == PosMethod::Learned) {
+    Tensor ids = position::make_positions(src, c.padding_idx, pos_offset);  // [B, T]
+    const int64_t rows = embed_positions_.weight.shape()[0];
+    const int64_t T = src.dim(1) + pos_offset;
+    if (T + c.padding_idx + 1 > rows)
+      fail_usage("learned positions: a window of " + std::to_string(T) + " tokens needs positions up to " +
+                     std::to_string(T + c.padding_idx) + ", but the table has " + std::to_string(rows) +
+                     " rows (max_target_positions = " + std::to_string(c.max_target_positions) + ")",
+                 "learned position embeddings cannot extrapolate past their training length (the published "
+                 "failure); evaluate with --tokens-per-sample <= " +
+                     std::to_string(c.max_target_positions) + " or train with --pos alibi");
+    return add(x, embed_positions_(ids));
+  }
+  return x;
+}
+
+std::unique_ptr<SegmentState> TransformerLM::new_segment_state(SegmentUse use) const {
+  if (use == SegmentUse::Training) return nullptr;
+  if (use == SegmentUse::Memory && (config_.pos == PosMethod::Sinusoidal || config_.pos == PosMethod::Learned))
+    fail_usage(std::string("--kv-cache: needs a relative position method (alibi, t5, rope, none); this model uses ") +
+                   pos_method_name(config_.pos),
+               "evaluate absolute-position models with the window protocol (--context-window)");
+  return std::make_unique<KvCache>();
+}
+
+Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
+  const auto& c = config_;
+  STRETCH_CHECK(src.rank() == 2, "features: src must be [B, T], got " << src.shape().str());
+  const bool train = opt.mode == Mode::Train;
+  KvCache* cache = nullptr;
+  if (opt.state) {
+    cache = dynamic_cast<KvCache*>(opt.state);
+    STRETCH_CHECK(cache, "features: the segment state was not made by this transformer_lm");
+  }
+  STRETCH_CHECK(!cache || opt.mode == Mode::Eval, "incremental decoding is evaluation only");
+  if (train && opt.micro >= kMaxMicro)
+    fail_usage("--update-freq " + std::to_string(opt.micro + 1) + ": at most " + std::to_string(kMaxMicro) +
+                   " micro-batches per update have distinct dropout masks",
+               "use --update-freq <= " + std::to_string(kMaxMicro) + " (or a larger --max-tokens)");
+  const int64_t pos_offset = cache ? cache->length : 0;
+  if (cache && cache->layers.empty()) cache->layers.resize(layers_.size());
+  Tensor key_padding = cache ? Tensor() : position::key_padding_mask(src, c.padding_idx);  // undefined when no pad
+  const float embed_scale = c.no_scale_embedding ? 1.0f : std::sqrt(static_cast<float>(c.decoder_embed_dim));
+  Var x = embed_tokens_(src, embed_scale);
+  x = add_positions(x, src, pos_offset);
+  x = dropout(x, {.p = train ? c.dropout : 0.f, .seed = opt.seed, .stream = dropout_stream(opt, -1, 0)});
+  const int64_t T = src.dim(1);
+  STRETCH_CHECK(opt.last_block_queries == 0 || (!autograd::grad_enabled() && !cache),
+                "last_block_queries is for evaluation without grad or cache");
+  const int64_t last_queries = opt.last_block_queries > 0 ? std::min(opt.last_block_queries, T) : T;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const auto index = static_cast<int64_t>(l);
+    x = layers_[l](x, {.key_padding = key_padding,
+                       .dropout = train ? c.dropout : 0.f,
+                       .attention_dropout = train ? c.attention_dropout : 0.f,
+                       .activation_dropout = train ? c.activation_dropout : 0.f,
+                       .seed = opt.seed,
+                       .streams = {dropout_stream(opt, index, 1), dropout_stream(opt, index, 2),
+                                   dropout_stream(opt, index, 3), dropout_stream(opt, index, 4)},
+                       .kv = cache ? &cache->layers[l] : nullptr,
+                       .pos0 = pos_offset,
+                       .queries = l + 1 == layers_.size() ? last_queries : T});
+  }
+  if (final_norm_.defined()) x = final_norm_(x);
+  if (cache) cache->length += src.dim(1);
+  return x;
+}
+
+}  // namespace stretch::models

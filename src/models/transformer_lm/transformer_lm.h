@@ -1,0 +1,68 @@
+// models/transformer_lm/transformer_lm.h — fairseq's decoder-only transformer_lm with every
+// position method, as a composition of nn modules (nn/linear.h, nn/decoder_block.h) behind
+// models::LanguageModel.
+// Contract: parameters carry fairseq state-dict names (decoder.embed_tokens.weight, ...);
+// init follows fairseq (REFERENCE.md §2.3); forward matches fairseq's TransformerDecoder
+// (embedding · sqrt(C), positions, dropout, pre/post-norm blocks, optional final norm, tied or
+// untied output through nn::SoftmaxHead). Segment state: the KV cache (Decode, and Memory for
+// relative position methods); no training memory.
+// Dropout masks: stream (step << 24) ^ (micro << 16) ^ ((layer + 1) << 4) ^ site, which is
+// distinct for every (update, micro, layer, site) only while micro < 256, layer + 1 < 4096 and
+// site < 16; the constructor and features() refuse what would make two masks collide.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "models/language_model.h"
+#include "models/transformer_lm/config.h"
+#include "nn/decoder_block.h"
+#include "nn/softmax_head.h"
+
+namespace stretch::models {
+
+// Keys and values of earlier tokens for incremental decoding: per layer k, v [B, H, S, D].
+class KvCache final : public SegmentState {
+ public:
+  std::vector<nn::LayerKv> layers;
+  int64_t length = 0;  // tokens consumed (positions continue from here)
+  int64_t position() const override { return length; }
+  int64_t kept() const override { return layers.empty() ? 0 : layers[0].k.dim(2); }
+  void keep_last(int64_t memory) override;
+};
+
+class TransformerLM final : public LanguageModel {
+ public:
+  explicit TransformerLM(TransformerLMConfig config);
+  void init(uint64_t seed) override;  // fairseq initialisation from a seed
+
+  const TransformerLMConfig& config() const { return config_; }
+  ModelInfo info() const override;
+  nlohmann::json config_json() const override { return config_.to_json(); }
+  nn::ParameterList& params() override { return params_; }
+  const nn::ParameterList& params() const override { return params_; }
+
+  // src [B, T] I32 -> hidden states [B, T, C] after the last block (and final norm).
+  Var features(const Tensor& src, const ForwardOptions& opt) override;
+  const nn::OutputHead& head() const override { return *head_; }
+  std::unique_ptr<SegmentState> new_segment_state(SegmentUse use) const override;
+  // logits [.., V] of hidden [.., C]; forward = output(features) (tests and benchmarks)
+  Var output(const Var& hidden) const { return head_->logits(hidden); }
+  Var forward(const Tensor& src, const ForwardOptions& opt) { return output(features(src, opt)); }
+
+ private:
+  Var add_positions(const Var& x, const Tensor& src, int64_t pos_offset);
+  uint64_t dropout_stream(const ForwardOptions& opt, int64_t layer, int site) const;
+
+  TransformerLMConfig config_;
+  nn::ParameterList params_;
+  nn::Embedding embed_tokens_, embed_positions_;
+  Var t5_table_;
+  std::unique_ptr<nn::AttentionPosition> position_;
+  std::vector<nn::DecoderBlock> layers_;
+  nn::LayerNorm final_norm_;
+  nn::Linear output_projection_;
+  std::unique_ptr<nn::SoftmaxHead> head_;
+};
+
+}  // namespace stretch::models

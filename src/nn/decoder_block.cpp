@@ -1,0 +1,51 @@
+// nn/decoder_block.cpp — see decoder_block.h.
+#include "nn/decoder_block.h"
+
+#include <algorithm>
+
+namespace stretch::nn {
+
+using namespace autograd;
+
+Var last_positions(const Var& x, int64_t n) {
+  const Tensor& v = x.value();
+  const int64_t B = v.dim(0), T = v.dim(1), C = v.dim(2);
+  if (n == T) return x;
+  Tensor out = Tensor::empty({B, n, C});
+  for (int64_t b = 0; b < B; ++b) std::copy_n(v.f32() + (b * T + T - n) * C, n * C, out.f32() + b * n * C);
+  return Var(out);
+}
+
+DecoderBlock::DecoderBlock(ParameterList& params, const std::string& p, const BlockConfig& c,
+                           const AttentionPosition* position)
+    : self_attn(params, p + "self_attn.", c.dim, c.heads, position),
+      self_attn_layer_norm(LayerNorm::make(params, p + "self_attn_layer_norm.", c.dim)),
+      ffn(FeedForward::make(params, p, c.dim, c.ffn_dim, c.activation)),
+      final_layer_norm(LayerNorm::make(params, p + "final_layer_norm.", c.dim)),
+      normalize_before_(c.normalize_before) {}
+
+Var DecoderBlock::operator()(const Var& x_in, const BlockCall& call) const {
+  const bool pre = normalize_before_;
+  const int64_t T = x_in.shape()[1];
+  const int64_t queries = call.queries > 0 ? call.queries : T;
+  ops::DropoutParams drop{.p = call.dropout, .seed = call.seed};
+  Var x = x_in;
+
+  Var h = pre ? self_attn_layer_norm(x) : x;  // [B, T, C]
+  h = self_attn(last_positions(h, queries), h,
+                {.key_padding = call.key_padding, .dropout = call.attention_dropout, .seed = call.seed,
+                 .stream = call.streams[0], .kv = call.kv, .pos0 = call.pos0});  // [B, queries, C]
+  x = last_positions(x, queries);
+  drop.stream = call.streams[1];
+  x = dropout_add(x, h, drop);  // x + dropout(h)
+  if (!pre) x = self_attn_layer_norm(x);
+
+  h = pre ? final_layer_norm(x) : x;
+  h = ffn(h, {.p = call.activation_dropout, .seed = call.seed, .stream = call.streams[2]});
+  drop.stream = call.streams[3];
+  x = dropout_add(x, h, drop);
+  if (!pre) x = final_layer_norm(x);
+  return x;
+}
+
+}  // namespace stretch::nn

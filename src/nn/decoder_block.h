@@ -1,0 +1,52 @@
+// nn/decoder_block.h — a Transformer decoder block (fairseq's TransformerDecoderLayer), pre- or
+// post-norm:
+//   pre:  x = x + drop(attn(LN(x)));  x = x + drop(ffn(LN(x)))
+//   post: x = LN(x + drop(attn(x)));  x = LN(x + drop(ffn(x)))
+// Parameters under `prefix` (decoder.layers.N.): self_attn.*, self_attn_layer_norm.*, fc1.*,
+// fc2.*, final_layer_norm.*, registered in that order. The caller gives the four dropout
+// streams (attention probabilities, attention output, activations, FFN output) so masks stay
+// the family's to number. `queries` < T: the block outputs only the last `queries` positions
+// (evaluation without grad; keys and values still come from all T).
+#pragma once
+#include <array>
+
+#include "nn/feed_forward.h"
+#include "nn/self_attention.h"
+
+namespace stretch::nn {
+
+struct BlockConfig {
+  int64_t dim = 0, ffn_dim = 0, heads = 0;  // C, F, H
+  bool normalize_before = true;
+  ops::Activation activation = ops::Activation::Relu;
+};
+
+struct BlockCall {
+  const Tensor& key_padding;             // U8 [B, T] or undefined
+  float dropout = 0.f, attention_dropout = 0.f, activation_dropout = 0.f;  // 0 in evaluation
+  uint64_t seed = 0;
+  std::array<uint64_t, 4> streams{};     // attention probs, attention out, activations, FFN out
+  LayerKv* kv = nullptr;
+  int64_t pos0 = 0;
+  int64_t queries = 0;                   // 0: all positions
+};
+
+class DecoderBlock {
+ public:
+  DecoderBlock(ParameterList& params, const std::string& prefix, const BlockConfig& config,
+               const AttentionPosition* position);
+  Var operator()(const Var& x, const BlockCall& call) const;  // x [B, T, C] -> [B, queries, C]
+
+  SelfAttention self_attn;
+  LayerNorm self_attn_layer_norm;
+  FeedForward ffn;
+  LayerNorm final_layer_norm;
+
+ private:
+  bool normalize_before_ = true;
+};
+
+// The last n positions of x [B, T, C]: [B, n, C] (x itself when n = T; evaluation without grad).
+Var last_positions(const Var& x, int64_t n);
+
+}  // namespace stretch::nn

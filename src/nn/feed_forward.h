@@ -1,0 +1,31 @@
+// nn/feed_forward.h — the position-wise FFN of a Transformer block:
+//   y [.., C] = fc2(dropout(act(fc1(x [.., C]))))   fc1 [F, C], fc2 [C, F] (fairseq: fc1, fc2)
+// ReLU runs as fc1's GEMM epilogue (one op, only its output kept for backward).
+#pragma once
+#include "nn/linear.h"
+#include "ops/activation.h"
+#include "ops/dropout.h"
+
+namespace stretch::nn {
+
+struct FeedForward {
+  Linear fc1, fc2;
+  ops::Activation activation = ops::Activation::Relu;
+  static FeedForward make(ParameterList& params, const std::string& prefix, int64_t dim, int64_t ffn_dim,
+                          ops::Activation act) {
+    FeedForward f;
+    f.fc1 = Linear::make(params, prefix + "fc1.", dim, ffn_dim);
+    f.fc2 = Linear::make(params, prefix + "fc2.", ffn_dim, dim);
+    f.activation = act;
+    return f;
+  }
+  // activation_dropout: applied to the activations (p = 0 in evaluation).
+  Var operator()(const Var& x, const ops::DropoutParams& activation_dropout) const {
+    Var h = activation == ops::Activation::Relu ? fc1(x, ops::LinearEpilogue::Relu)
+                                                : autograd::activation(fc1(x), activation);
+    h = autograd::dropout(h, activation_dropout);
+    return fc2(h);
+  }
+};
+
+}  // namespace stretch::nn

@@ -1,0 +1,37 @@
+// position/attention_position.cpp — see attention_position.h.
+#include "position/attention_position.h"
+
+namespace stretch::position {
+
+using autograd::ScoreBias;
+
+void NoBias::set_bias(autograd::AttentionInputs& in) const {
+  in.bias = ScoreBias::None;
+  in.window = w_.window;
+}
+
+void AlibiBias::set_bias(autograd::AttentionInputs& in) const {
+  in.bias = ScoreBias::Alibi;
+  in.slope_scale = slope_scale_;
+  in.window = w_.window;
+}
+
+void T5Bias::set_bias(autograd::AttentionInputs& in) const {
+  in.bias = ScoreBias::T5;
+  in.t5_table = table_;
+  in.t5_num_buckets = num_buckets_;
+  in.t5_max_distance = max_distance_;
+  in.window = w_.window;
+}
+
+void Rotary::set_bias(autograd::AttentionInputs& in) const {
+  in.bias = ScoreBias::None;
+  in.window = w_.window;
+}
+
+void Rotary::rotate(autograd::Var& q, autograd::Var& k, int64_t q_pos0, int64_t k_pos0) const {
+  q = autograd::rope(q, q_pos0, base_);
+  k = autograd::rope(k, k_pos0, base_);
+}
+
+}  // namespace stretch::position

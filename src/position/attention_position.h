@@ -1,0 +1,63 @@
+// position/attention_position.h — the position methods that act inside self-attention, as
+// nn::AttentionPosition strategies: a score bias in the fused kernel (ALiBi, T5) or a rotation
+// of q and k (rotary); NoBias for methods that act on the embeddings (sinusoidal, learned) or
+// have no positions. Every strategy carries the evaluation-time window (keys visible iff
+// i − j < window; 0: unlimited). The T5 table is the model's parameter, held by reference.
+#pragma once
+#include <memory>
+
+#include "nn/self_attention.h"
+
+namespace stretch::position {
+
+struct AttentionWindow {
+  int64_t window = 0;
+};
+
+class NoBias final : public nn::AttentionPosition {
+ public:
+  explicit NoBias(AttentionWindow w) : w_(w) {}
+  void set_bias(autograd::AttentionInputs& in) const override;
+
+ private:
+  AttentionWindow w_;
+};
+
+// −m_h·(i − j) with slopes from ops::alibi_slopes(H), times slope_scale (interpolation).
+class AlibiBias final : public nn::AttentionPosition {
+ public:
+  AlibiBias(float slope_scale, AttentionWindow w) : slope_scale_(slope_scale), w_(w) {}
+  void set_bias(autograd::AttentionInputs& in) const override;
+
+ private:
+  float slope_scale_;
+  AttentionWindow w_;
+};
+
+// table[bucket(j − i), h] from the learned [num_buckets, H] table.
+class T5Bias final : public nn::AttentionPosition {
+ public:
+  T5Bias(autograd::Var table, int64_t num_buckets, int64_t max_distance, AttentionWindow w)
+      : table_(std::move(table)), num_buckets_(num_buckets), max_distance_(max_distance), w_(w) {}
+  void set_bias(autograd::AttentionInputs& in) const override;
+
+ private:
+  autograd::Var table_;
+  int64_t num_buckets_, max_distance_;
+  AttentionWindow w_;
+};
+
+// Rotate-half rotary embedding of q and k at their absolute positions.
+class Rotary final : public nn::AttentionPosition {
+ public:
+  Rotary(float base, AttentionWindow w) : base_(base), w_(w) {}
+  void set_bias(autograd::AttentionInputs& in) const override;
+  bool rotates() const override { return true; }
+  void rotate(autograd::Var& q, autograd::Var& k, int64_t q_pos0, int64_t k_pos0) const override;
+
+ private:
+  float base_;
+  AttentionWindow w_;
+};
+
+}  // namespace stretch::position
