@@ -14,7 +14,7 @@
 #include "core/rng.h"
 #include "data/data_test_util.h"
 #include "data/dictionary.h"
-#include "models/transformer_lm.h"
+#include "models/transformer_lm/transformer_lm.h"
 #include "train/checkpoint.h"
 
 namespace stretch::eval::testing {
@@ -128,7 +128,7 @@ inline std::string save_tiny_checkpoint(const std::string& data_dir, const std::
                                         uint64_t seed = 5) {
   data::Dictionary dict = data::Dictionary::load(data_dir + "/dict.txt");
   auto model = tiny_model(pos, dict.size(), seed);
-  train::save_checkpoint(path, *model, nlohmann::json::object(), dict.content_hash(), train::TrainState{}, nullptr);
+  train::save_checkpoint(path, *model, {.dict_hash = dict.content_hash(), .dictionary = dict.to_text()});
   return path;
 }
 

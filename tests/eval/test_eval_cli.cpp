@@ -65,7 +65,7 @@ bool parse_fairseq_line(const std::string& out, double& loss, double& ppl) {
 // tests/parity the whole command against the PyTorch oracle).
 TEST_F(EvalCli, ReadmeCommandsRunUnchanged) {
   auto valid = data::IndexedDataset::open(data_ + "/valid");
-  auto model = train::load_model(ckpt(PosMethod::Alibi), nlohmann::json::object());
+  auto model = models::load_model(ckpt(PosMethod::Alibi), nlohmann::json::object(), models::OverrideUse::Evaluation);
   for (int64_t l : {16, 32})
     for (int64_t c : {int64_t{0}, l - 1}) {
       const std::string json = *dir_ / "r.json";
@@ -287,7 +287,7 @@ TEST_F(EvalCli, GenerateBytePrompt) {
   char line[64];
   std::snprintf(line, sizeof line, "Bits per byte: %.4f", j.at("loss_base2").get<double>());
   EXPECT_NE(e.output.find(line), std::string::npos) << e.output;
-  auto model = train::load_model(ck, nlohmann::json::object());
+  auto model = models::load_model(ck, nlohmann::json::object(), models::OverrideUse::Evaluation);
   Rng rng(1, 1);
   const auto out = generate_tokens(*model, context, {.max_len = 6, .temperature = 0.f}, rng, banned_ids(dict));
   EXPECT_EQ(r.output, prompt + dict.decode_bytes(out) + "\n");

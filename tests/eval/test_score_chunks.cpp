@@ -16,7 +16,7 @@
 #include "core/rng.h"
 #include "data/indexed_dataset.h"
 #include "eval/eval_lm.h"
-#include "models/transformer_lm.h"
+#include "models/transformer_lm/transformer_lm.h"
 
 namespace stretch::eval {
 namespace {

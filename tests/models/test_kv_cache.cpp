@@ -4,7 +4,7 @@
 
 #include "autograd/tape.h"
 #include "core/rng.h"
-#include "models/transformer_lm.h"
+#include "models/transformer_lm/transformer_lm.h"
 
 namespace stretch::models {
 
@@ -36,7 +36,7 @@ TEST_P(KvCache_, IncrementalEqualsFullForward) {
     const int64_t n = t == 0 ? 4 : 1;
     Tensor step = Tensor::empty({1, n}, DType::I32);
     for (int64_t i = 0; i < n; ++i) step.i32()[i] = src.i32()[t + i];
-    Tensor logits = model.forward(step, {.cache = &cache}).value();  // [1, n, V]
+    Tensor logits = model.forward(step, {.state = &cache}).value();  // [1, n, V]
     for (int64_t i = 0; i < n; ++i)
       for (int64_t v = 0; v < cfg.vocab_size; ++v) {
         const float want = full.f32()[(t + i) * cfg.vocab_size + v];

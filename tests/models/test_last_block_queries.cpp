@@ -7,7 +7,7 @@
 
 #include "autograd/tape.h"
 #include "core/rng.h"
-#include "models/transformer_lm.h"
+#include "models/transformer_lm/transformer_lm.h"
 
 namespace stretch::models {
 namespace {

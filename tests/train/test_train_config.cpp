@@ -168,8 +168,8 @@ TEST_F(TrainConfigCli, AlibiReadmeCommandTrainsOneUpdate) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const CheckpointContents ck = read_checkpoint(tmp_ / "ck/checkpoint_last.pt");
   EXPECT_EQ(ck.state.num_updates, 1);
-  EXPECT_EQ(ck.model.decoder_layers, 16);
-  EXPECT_EQ(ck.model.decoder_embed_dim, 1024);
+  EXPECT_EQ(ck.model.at("decoder_layers"), 16);
+  EXPECT_EQ(ck.model.at("decoder_embed_dim"), 1024);
 }
 
 }  // namespace

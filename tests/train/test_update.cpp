@@ -9,6 +9,7 @@
 #include "core/rng.h"
 #include "optim/grad_clip.h"
 #include "train/optim_settings.h"
+#include "models/transformer_lm/transformer_lm.h"
 #include "train/update.h"
 
 namespace stretch::train {
