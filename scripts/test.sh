@@ -29,9 +29,9 @@ run_ctest() {
     echo "SKIPPED: $(printf '%s\n' "$skipped" | wc -l) test(s) did not run; nothing was checked by them:"
     printf '%s\n' "$skipped" | sed 's/^[[:space:]]*/  /'
     local reasons="$dir/Testing/Temporary/LastTest.log"
-    if [ -f "$reasons" ] && grep -q 'SKIPPED (no independent check ran)' "$reasons"; then
+    if [ -f "$reasons" ] && grep -q '^SKIPPED (no independent check ran)' "$reasons"; then
       echo "why (missing oracles; CI=true turns each into a failure):"
-      grep 'SKIPPED (no independent check ran)' "$reasons" | sort | uniq -c | sed 's/^/  /'
+      grep '^SKIPPED (no independent check ran)' "$reasons" | sort | uniq -c | sed 's/^/  /'
     fi
     echo "$bar"
   fi
