@@ -12,7 +12,10 @@ void add_sweep(CLI::App& sub, Runner& run) {
   sub.add_option("data", c.data, "data-bin directory")->required();
   sub.add_option("--path", c.paths, "checkpoints, comma separated")->delimiter(',')->required();
   sub.add_option("--labels", c.labels, "names for the rows, comma separated")->delimiter(',');
-  sub.add_option("--lengths", c.lengths, "evaluation lengths, comma separated")->delimiter(',')->required();
+  sub.add_option("--lengths", c.lengths, "evaluation lengths, comma separated")
+      ->delimiter(',')
+      ->transform(int_at_least(1, "an evaluation length in tokens, e.g. 64,128,256"))
+      ->required();
   sub.add_option("--gen-subset", c.gen_subset)->capture_default_str();
   sub.add_option("--context-window", c.options.context_window, "context tokens per window at every length");
   sub.add_option("--stride", c.options.stride, "score S new tokens per window at every length")->check(CLI::PositiveNumber);

@@ -34,40 +34,50 @@ void add_train(CLI::App& sub, Runner& run) {
                  "\"data\" in --config)");
   sub.add_option("--task", c.task, "language_modeling (truncated_bptt_lm comes with Transformer-XL)")
       ->check(CLI::IsMember({"language_modeling"}));
-  sub.add_option("--tokens-per-sample", c.tokens_per_sample, "block length L (training length)")->capture_default_str();
+  sub.add_option("--tokens-per-sample", c.tokens_per_sample, "block length L (training length)")
+      ->transform(int_at_least(1, "the training block length"))->capture_default_str();
   sub.add_option("--sample-break-mode", c.sample_break_mode, "none | eos | complete")
       ->check(CLI::IsMember({"none", "eos", "complete"}))->capture_default_str();
-  sub.add_option("--max-tokens", c.max_tokens, "max tokens per batch (per process)");
-  sub.add_option("--batch-size,--max-sentences", c.batch_size, "max blocks per batch");
-  sub.add_option("--required-batch-size-multiple", c.required_batch_size_multiple)->capture_default_str();
-  sub.add_option("--max-tokens-valid", c.max_tokens_valid);
-  sub.add_option("--batch-size-valid", c.batch_size_valid);
-  sub.add_option("--update-freq", c.update_freq, "accumulate gradients over N batches per update")->capture_default_str();
-  sub.add_option("--max-update", c.max_update, "stop after N updates (0: no limit)");
-  sub.add_option("--max-epoch", c.max_epoch, "stop after N epochs (0: no limit)");
+  sub.add_option("--max-tokens", c.max_tokens, "max tokens per batch (per process)")
+      ->transform(int_at_least(0, "0: unset; give --max-tokens or --batch-size"));
+  sub.add_option("--batch-size,--max-sentences", c.batch_size, "max blocks per batch")
+      ->transform(int_at_least(0, "0: unset; give --max-tokens or --batch-size"));
+  sub.add_option("--required-batch-size-multiple", c.required_batch_size_multiple)
+      ->transform(int_at_least(1, "batch sizes are rounded to a multiple of it; 1: no rounding"))->capture_default_str();
+  sub.add_option("--max-tokens-valid", c.max_tokens_valid)->transform(int_at_least(0, "0: as --max-tokens"));
+  sub.add_option("--batch-size-valid", c.batch_size_valid)->transform(int_at_least(0, "0: as --batch-size"));
+  sub.add_option("--update-freq", c.update_freq, "accumulate gradients over N batches per update")
+      ->transform(int_at_least(1, "batches per update"))->capture_default_str();
+  sub.add_option("--max-update", c.max_update, "stop after N updates (0: no limit)")
+      ->transform(int_at_least(0, "0: no limit"));
+  sub.add_option("--max-epoch", c.max_epoch, "stop after N epochs (0: no limit)")->transform(int_at_least(0, "0: no limit"));
   sub.add_option("--seed", c.seed)->capture_default_str();
   sub.add_option("--valid-subset", c.valid_subset)->capture_default_str();
-  sub.add_option("--validate-interval", c.validate_interval, "validate every N epochs")->capture_default_str();
-  sub.add_option("--validate-interval-updates", c.validate_interval_updates, "validate every N updates");
+  sub.add_option("--validate-interval", c.validate_interval, "validate every N epochs")
+      ->transform(int_at_least(1, "validate every N epochs; --disable-validation turns it off"))->capture_default_str();
+  sub.add_option("--validate-interval-updates", c.validate_interval_updates, "validate every N updates")
+      ->transform(int_at_least(0, "0: off"));
   sub.add_flag("--disable-validation", c.disable_validation);
   sub.add_flag("--skip-invalid-size-inputs-valid-test", c.skip_invalid_size_inputs_valid_test);
   sub.add_option("--save-dir", c.save_dir)->capture_default_str();
   sub.add_flag("--no-save", c.no_save);
   sub.add_flag("--no-epoch-checkpoints", c.no_epoch_checkpoints);
-  sub.add_option("--save-interval", c.save_interval)->capture_default_str();
-  sub.add_option("--save-interval-updates", c.save_interval_updates);
-  sub.add_option("--keep-last-epochs", c.keep_last_epochs);
-  sub.add_option("--keep-interval-updates", c.keep_interval_updates);
+  sub.add_option("--save-interval", c.save_interval)
+      ->transform(int_at_least(1, "save every N epochs; --no-epoch-checkpoints or --no-save turn it off"))
+      ->capture_default_str();
+  sub.add_option("--save-interval-updates", c.save_interval_updates)->transform(int_at_least(0, "0: off"));
+  sub.add_option("--keep-last-epochs", c.keep_last_epochs)->transform(int_at_least(-1, "-1: keep all"));
+  sub.add_option("--keep-interval-updates", c.keep_interval_updates)->transform(int_at_least(-1, "-1: keep all"));
   sub.add_option("--restore-file", c.restore_file)->capture_default_str();
   sub.add_flag("--reset-optimizer", c.reset_optimizer, "resume the weights but start the optimizer afresh");
   sub.add_flag("--reset-dataloader", c.reset_dataloader, "resume the weights but start at epoch 1, batch 0");
   sub.add_flag("--reset-meters", c.reset_meters, "resume but forget the best validation loss");
   sub.add_option("--log-format", *log_format, "json | simple | none")->check(CLI::IsMember({"json", "simple", "none", "tqdm"}));
-  sub.add_option("--log-interval", c.log_interval)->capture_default_str();
+  sub.add_option("--log-interval", c.log_interval)->transform(int_at_least(1, "log every N updates"))->capture_default_str();
   sub.add_flag("--no-progress-bar", c.no_progress_bar);
   sub.add_option("--max-consecutive-nan", c.max_consecutive_nan,
                  "stop after this many non-finite losses in a row (each update is skipped with a warning)")
-      ->capture_default_str();
+      ->transform(int_at_least(1, "non-finite losses in a row before stopping"))->capture_default_str();
   sub.add_flag("--dump-config", *dump_config, "print the effective configuration as JSON and exit");
 
   // Optimization
@@ -82,17 +92,19 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--adagrad-clip", o.adagrad_clip);
   sub.add_option("--lr-scheduler", o.lr_scheduler)
       ->check(CLI::IsMember({"fixed", "inverse_sqrt", "cosine", "polynomial_decay"}))->capture_default_str();
-  sub.add_option("--warmup-updates", o.warmup_updates);
+  sub.add_option("--warmup-updates", o.warmup_updates)->transform(int_at_least(0, "0: no warmup"));
   sub.add_option("--warmup-init-lr", o.warmup_init_lr);
   sub.add_option("--min-lr", o.min_lr);
   sub.add_option("--max-lr", o.max_lr);
-  sub.add_option("--lr-period-updates", o.lr_period_updates);
+  sub.add_option("--lr-period-updates", o.lr_period_updates)
+      ->transform(int_at_least(1, "cosine's first period in updates; -1 (the default): --max-update minus --warmup-updates",
+                           /*also=*/-1));
   sub.add_option("--t-mult", o.t_mult);
   sub.add_option("--lr-shrink", o.lr_shrink);
   sub.add_option("--end-learning-rate", o.end_learning_rate);
   sub.add_option("--power", o.power);
-  sub.add_option("--total-num-update", o.total_num_update);
-  sub.add_option("--force-anneal", o.force_anneal);
+  sub.add_option("--total-num-update", o.total_num_update)->transform(int_at_least(0, "0: --max-update"));
+  sub.add_option("--force-anneal", o.force_anneal)->transform(int_at_least(0, "0: off"));
   sub.add_option("--stop-min-lr", o.stop_min_lr);
   sub.add_option("--clip-norm", o.clip_norm, "clip the global gradient norm (0: off)");
 
@@ -121,6 +133,13 @@ void add_train(CLI::App& sub, Runner& run) {
       return 0;
     }
     c.model = model->resolve(c.tokens_per_sample);
+    {
+      // The model flags' values, checked now rather than after the data is read (the vocabulary
+      // size comes from dict.txt later; any positive placeholder passes its own check).
+      nlohmann::json check = c.model;
+      check["vocab_size"] = 8;
+      models::validate_config(check);
+    }
     if (*dump_config) {
       std::cout << c.to_json().dump(2) << "\n";
       return 0;

@@ -1,5 +1,6 @@
 #include "cli/command.h"
 
+#include <charconv>
 #include <iostream>
 #include <memory>
 
@@ -21,6 +22,27 @@ void add_common_options(CLI::App& sub, CommonOptions& opts) {
 void apply_common_options(const CommonOptions& opts) {
   set_num_threads(opts.threads);
   ops::set_matmul_precision(opts.precision);
+}
+
+CLI::Validator int_at_least(int64_t min, const std::string& allowed, std::optional<int64_t> also) {
+  std::string rule = "must be an integer >= " + std::to_string(min);
+  if (also) rule += " or " + std::to_string(*also);
+  rule += " (" + allowed + ")";
+  return CLI::Validator(
+      [min, also, rule](std::string& value) -> std::string {
+        if (value.empty()) return "an empty value is not allowed: " + rule;
+        const char* b = value.data();
+        const char* e = b + value.size();
+        if (*b == '+' && e - b > 1) ++b;
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(b, e, v);
+        if (ec == std::errc::result_out_of_range) return value + " is beyond the 64-bit integer range: " + rule;
+        if (ec != std::errc() || end != e) return "'" + value + "' is not an integer: " + rule;
+        if (v < min && !(also && v == *also)) return value + " is not allowed: " + rule;
+        value = std::to_string(v);
+        return "";
+      },
+      "", "int_at_least");
 }
 
 void add_not_built(CLI::App& sub, Runner& run, const std::string& what) {

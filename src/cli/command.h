@@ -4,7 +4,9 @@
 // `run` to the function that executes it. main.cpp lists the subcommands; nothing else does.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "ops/gemm.h"
@@ -29,6 +31,14 @@ struct CommonOptions {
 };
 void add_common_options(CLI::App& sub, CommonOptions& opts);
 void apply_common_options(const CommonOptions& opts);
+
+// An integer flag's check, as fairseq's int() parses it, with a short message of our own (CLI11's
+// range messages print a 309-digit bound): the value must be a decimal integer within int64 and
+// >= min (or equal `also`, e.g. -1 for "unset"). `allowed` says what the flag means, e.g. "0: no
+// limit". Attach it with ->transform() (->check() would discard the rewrite): the value is rewritten
+// in plain decimal, so "010" is 10 as in fairseq (CLI11 alone reads it as octal 8). On failure the
+// binary exits 2 with "--save-interval: 0 is not allowed: must be an integer >= 1 (save every N epochs)".
+CLI::Validator int_at_least(int64_t min, const std::string& allowed, std::optional<int64_t> also = std::nullopt);
 
 // A subcommand that is declared but not built yet: it accepts anything, says so, exits 2.
 void add_not_built(CLI::App& sub, Runner& run, const std::string& what);

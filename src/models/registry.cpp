@@ -87,3 +87,7 @@ std::unique_ptr<LanguageModel> build_model(const nlohmann::json& config) {
 }
 
 }  // namespace stretch::models
+
+namespace stretch::models {
+void validate_config(const nlohmann::json& config) { family_of_config(config, "model config").validate(config); }
+}  // namespace stretch::models

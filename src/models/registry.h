@@ -40,6 +40,7 @@ struct Family {
                                     const std::string& source);
   std::string (*structural_differences)(const nlohmann::json& saved, const nlohmann::json& wanted);
   bool (*is_key)(const std::string& key);
+  void (*validate)(const nlohmann::json& config);  // usage errors naming flag, key and value
   std::unique_ptr<LanguageModel> (*build)(const nlohmann::json& config);
 };
 
@@ -59,5 +60,7 @@ std::string structural_differences(const nlohmann::json& saved, const nlohmann::
 nlohmann::json model_keys(const nlohmann::json& flat_config, const std::string& source);
 std::vector<FieldSpec> model_fields();
 std::unique_ptr<LanguageModel> build_model(const nlohmann::json& config);
+// The usage errors build_model() would raise for the config's values, without building.
+void validate_config(const nlohmann::json& config);
 
 }  // namespace stretch::models

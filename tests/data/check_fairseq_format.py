@@ -11,7 +11,7 @@ pointers, then np.frombuffer on the .bin), and compares dict.txt and every id.
 Inputs: a crafted corpus (ties, literal <unk>/</s>/<pad>, Unicode whitespace, \\r and \\r\\n
 line ends, empty and whitespace-only lines, no final newline, a word named madeupword0000),
 and when present in --data-dir: PTB, WikiText-103 valid/test and the enwik6 prefix
-(byte level). Exit status 0 = identical, 1 = a difference (printed), 77 = numpy missing.
+(byte level). Exit status 0 = identical, 1 = a difference (printed), 77 = numpy missing (1 under CI=true).
 
 Usage: check_fairseq_format.py --stretch build/bin/stretch [--data-dir ../shared/data]
 """
@@ -24,11 +24,11 @@ import subprocess
 import sys
 import tempfile
 
-try:
-    import numpy as np
-except ImportError:  # registered with SKIP_RETURN_CODE 77
-    print("SKIP: numpy is not available to this python (use /usr/bin/python3 with python3-numpy)")
-    sys.exit(77)
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import oracle_skip  # noqa: E402  (tests/oracle_skip.py: a missing oracle fails under CI=true, else exits 77)
+
+oracle_skip.require("numpy")
+import numpy as np  # noqa: E402
 
 # ---- fairseq semantics, re-implemented -------------------------------------------------
 

@@ -13,7 +13,7 @@ dictionary.py, binarizer.py and indexed_dataset.py with the heavy package import
 Needs numpy and torch (Debian: python3-numpy python3-torch).
 
 Usage: check_with_fairseq.py --stretch build/bin/stretch [--fairseq-src DIR] [--data-dir ../shared/data]
-Exit status: 0 identical, 1 a difference, 77 fairseq/torch not available.
+Exit status: 0 identical, 1 a difference, 77 fairseq/torch not available (1 under CI=true).
 """
 import argparse
 import importlib
@@ -22,6 +22,9 @@ import subprocess
 import sys
 import tempfile
 import types
+
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import oracle_skip  # noqa: E402  (tests/oracle_skip.py: a missing oracle fails under CI=true, else exits 77)
 
 
 def load_fairseq(src):
@@ -68,8 +71,7 @@ def main():
     try:
         Dictionary, FileBinarizer, VocabBinarizer, indexed, tokenize_line = load_fairseq(args.fairseq_src)
     except ImportError as e:
-        print("SKIP: fairseq (or torch) not available:", e)
-        return 77
+        oracle_skip.missing("fairseq", detail=f"fairseq (or torch) not importable by {sys.executable}: {e}")
     failures = 0
 
     def check(cond, msg):

@@ -5,7 +5,8 @@
 # accumulation), so losses agree to ~1e-7 relative; 1e-5 is the bound checked.
 set -euo pipefail
 stretch="$1"; data="$2"
-command -v mpirun >/dev/null || { echo "mpirun not found: skipping"; exit 77; }
+. "$(dirname "${BASH_SOURCE[0]}")/../oracle_skip.sh"  # missing mpirun: a failure under CI=true, else exit 77
+oracle_require_cmd mpirun "apt-get install openmpi-bin, i.e. bash scripts/setup.sh"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 "$stretch" preprocess --only-source --trainpref "$data/ptb/ptb.valid.txt" --validpref "$data/ptb/ptb.test.txt" \
   --destdir "$work/bin" >/dev/null 2>&1

@@ -2,7 +2,7 @@
 """Cross-check of stretch's optimizers against PyTorch, 10 steps on the same numbers.
 
 Usage: check_optim_torch.py OPTIM_DRIVER
-Exit 0 on agreement, 1 on a mismatch, 77 (CTest SKIP_RETURN_CODE) when torch or numpy is
+Exit 0 on agreement, 1 on a mismatch, 77 (CTest SKIP_RETURN_CODE; 1 under CI=true) when torch or numpy is
 missing. Registered in tests/optim/CMakeLists.txt with the label "parity".
 
 References:
@@ -29,12 +29,12 @@ import subprocess
 import sys
 import tempfile
 
-try:
-    import numpy as np
-    import torch
-except ImportError as e:  # pragma: no cover
-    print(f"SKIP: {e}")
-    sys.exit(77)
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import oracle_skip  # noqa: E402  (tests/oracle_skip.py: a missing oracle fails under CI=true, else exits 77)
+
+oracle_skip.require("numpy", "torch")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 STEPS = 10
 SIZES = [("decoder.embed_tokens.weight", (7,)), ("decoder.layers.0.fc1.weight", (3, 5)),

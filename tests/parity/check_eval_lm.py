@@ -15,7 +15,7 @@ fairseq's LMContextWindowDataset rows, only the block's own targets scored, +-in
 compares: count exactly, loss_base2 and ppl to --rtol relative (1e-4: a mean over many tokens of
 per-token values that agree to ~1e-6, see check_transformer_lm.py). A window or count bug
 (scoring the context tokens too, dropping the first target, eos not scored) changes count or
-moves the loss by far more. Exit 0 agree; 1 disagree (a table); 2 bad input; 77 no torch.
+moves the loss by far more. Exit 0 agree; 1 disagree (a table); 2 bad input; 77 no torch (1 under CI=true: tests/oracle_skip.py).
 """
 
 import argparse
@@ -25,11 +25,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-try:
-    import torch
-except ImportError:  # pragma: no cover
-    print("check_eval_lm: torch is not importable; skipping", file=sys.stderr)
-    sys.exit(77)
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import oracle_skip  # noqa: E402  (tests/oracle_skip.py: missing torch fails under CI=true, else exits 77)
+
+oracle_skip.require("torch")
+import torch  # noqa: E402
 
 from stretch_oracle.errors import InputError
 from stretch_oracle.eval_lm import eval_lm, model_log_probs

@@ -27,11 +27,11 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-try:
-    import torch
-except ImportError:  # pragma: no cover
-    print("run_trajectory_parity: torch is not importable; skipping", file=sys.stderr)
-    sys.exit(77)
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import oracle_skip  # noqa: E402  (tests/oracle_skip.py: missing torch fails under CI=true, else exits 77)
+
+oracle_skip.require("torch")
+import torch  # noqa: E402
 
 import check_trajectory
 

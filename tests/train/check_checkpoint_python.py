@@ -12,7 +12,7 @@ For each, checkpoint_last.pt must open with safe_open (framework "pt"), hold exa
 tensors under fairseq's state-dict names with the shapes the config implies (F32), one
 "optimizer.<param>.<slot>" tensor [numel] per parameter and slot, and the metadata keys format,
 config (fairseq argument names at the top level + the trainer's groups), dict_hash, train_state
-and optimizer (JSON). Exit 0 ok, 1 a mismatch (listed), 77 safetensors or torch missing.
+and optimizer (JSON). Exit 0 ok, 1 a mismatch (listed), 77 safetensors or torch missing (1 under CI=true).
 """
 
 import argparse
@@ -23,12 +23,12 @@ import subprocess
 import sys
 import tempfile
 
-try:
-    import torch  # noqa: F401  (safe_open's "pt" framework)
-    from safetensors import safe_open
-except ImportError as e:  # pragma: no cover
-    print(f"check_checkpoint_python: {e}; skipping", file=sys.stderr)
-    sys.exit(77)
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import oracle_skip  # noqa: E402  (tests/oracle_skip.py: a missing oracle fails under CI=true, else exits 77)
+
+oracle_skip.require("torch", "safetensors")
+import torch  # noqa: E402,F401  (safe_open's "pt" framework)
+from safetensors import safe_open  # noqa: E402
 
 TRAIN_STATE_KEYS = {"num_updates", "epoch", "next_batch", "best_loss", "epoch_loss_sum", "epoch_ntokens", "seed"}
 CONFIG_KEYS = {"decoder_layers", "decoder_embed_dim", "decoder_ffn_embed_dim", "decoder_attention_heads",

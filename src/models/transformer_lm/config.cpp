@@ -1,7 +1,9 @@
 // models/transformer_lm/config.cpp — the transformer_lm field table, presets and checks.
 #include "models/transformer_lm/config.h"
 
+#include <cmath>
 #include <set>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -86,15 +88,51 @@ const std::vector<Field<TransformerLMConfig>>& TransformerLMConfig::fields() {
 }
 
 void TransformerLMConfig::validate() const {
+  // Every message names the flag, the config key (--model-overrides, --config, a checkpoint's
+  // stored config), the value and what is allowed. Sizes are checked before anything divides by them.
+  auto text = [](double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  auto bad = [](const char* flag, const char* key, const std::string& value, const std::string& allowed) {
+    if (flag == nullptr) fail_usage(std::string("model config key '") + key + "' is " + value + ": " + allowed);
+    fail_usage(std::string(flag) + " " + value + " (model config key '" + key + "'): " + allowed);
+  };
+  auto at_least = [&](int64_t v, int64_t min, const char* flag, const char* key, const std::string& what) {
+    if (v < min) bad(flag, key, std::to_string(v), "must be an integer >= " + std::to_string(min) + " (" + what + ")");
+  };
   if (vocab_size <= 0) fail_usage("model: vocab_size must be positive (is the dictionary empty?)");
+  at_least(decoder_layers, 1, "--decoder-layers", "decoder_layers", "the number of decoder blocks");
+  at_least(decoder_embed_dim, 1, "--decoder-embed-dim", "decoder_embed_dim", "the model width C");
+  at_least(decoder_ffn_embed_dim, 1, "--decoder-ffn-embed-dim", "decoder_ffn_embed_dim", "the feed-forward width F");
+  at_least(decoder_attention_heads, 1, "--decoder-attention-heads", "decoder_attention_heads",
+           "the number of heads H; C must be a multiple of it");
   if (decoder_embed_dim % decoder_attention_heads != 0)
     fail_usage("--decoder-embed-dim " + std::to_string(decoder_embed_dim) + " is not divisible by --decoder-attention-heads " +
                std::to_string(decoder_attention_heads));
   if (pos == PosMethod::Rope && head_dim() % 2 != 0)
     fail_usage("--pos rope needs an even head dimension, got " + std::to_string(head_dim()));
-  if (decoder_layers <= 0 || decoder_ffn_embed_dim <= 0) fail_usage("model: layers and ffn dim must be positive");
-  for (float p : {dropout, attention_dropout, activation_dropout})
-    if (p < 0.f || p >= 1.f) fail_usage("dropout probabilities must be in [0, 1)");
+  at_least(tokens_per_sample, 1, "--tokens-per-sample", "tokens_per_sample", "the training block length");
+  at_least(max_target_positions, 1, "--max-target-positions", "max_target_positions", "the learned-position table size");
+  if (pos == PosMethod::T5) {
+    at_least(t5_num_buckets, 2, "--t5-num-buckets", "t5_num_buckets", "T5 uses 32");
+    at_least(t5_max_distance, t5_num_buckets / 2 + 1, "--t5-max-distance", "t5_max_distance",
+             "it must exceed --t5-num-buckets / 2; T5 uses 128");
+  }
+  if (!(rope_base > 1.f) || !std::isfinite(rope_base))
+    bad("--rope-base", "rope_base", text(rope_base), "must be a finite number > 1 (RoPE's theta; 10000 is the default)");
+  const std::pair<const char*, const char*> dropout_names[] = {{"--dropout", "dropout"},
+                                                               {"--attention-dropout", "attention_dropout"},
+                                                               {"--activation-dropout", "activation_dropout"}};
+  const float probs[] = {dropout, attention_dropout, activation_dropout};
+  for (int i = 0; i < 3; ++i)
+    if (!(probs[i] >= 0.f && probs[i] < 1.f))  // NaN fails both comparisons
+      bad(dropout_names[i].first, dropout_names[i].second, text(probs[i]), "must be a probability in [0, 1)");
+  if (!(alibi_slope_scale > 0.f) || !std::isfinite(alibi_slope_scale))
+    bad(nullptr, "alibi_slope_scale", text(alibi_slope_scale), "must be a finite number > 0");
+  if (attention_window < 0)
+    bad(nullptr, "attention_window", std::to_string(attention_window), "must be an integer >= 0 (0: unlimited)");
 }
 
 nlohmann::json TransformerLMConfig::to_json() const { return fields::to_json(fields(), *this); }

@@ -44,6 +44,8 @@ std::string differences(const nlohmann::json& saved, const nlohmann::json& wante
   return structural_differences(TransformerLMConfig::from_json(saved), TransformerLMConfig::from_json(wanted));
 }
 
+void validate(const nlohmann::json& config) { TransformerLMConfig::from_json(config).validate(); }
+
 std::unique_ptr<LanguageModel> build(const nlohmann::json& config) {
   return std::make_unique<TransformerLM>(TransformerLMConfig::from_json(config));
 }
@@ -63,6 +65,7 @@ const Family& transformer_lm_family() {
       .apply_overrides = apply,
       .structural_differences = differences,
       .is_key = TransformerLMConfig::is_key,
+      .validate = validate,
       .build = build,
   };
   return f;
