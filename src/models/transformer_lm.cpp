@@ -55,6 +55,7 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
       c.share_decoder_input_output_embed ? embed_tokens_ : params_.add("decoder.output_projection.weight", {V, C});
   if (c.pos == PosMethod::T5)
     t5_table_ = params_.add("decoder.relative_attention_bias.weight", {c.t5_num_buckets, c.decoder_attention_heads});
+  if (c.pos == PosMethod::Alibi) alibi_slopes_ = alibi_slopes_var(c.decoder_attention_heads);  // fixed, not a parameter
 }
 
 void TransformerLM::init(uint64_t seed) {
@@ -179,8 +180,11 @@ Var TransformerLM::self_attention(const Layer& L, int64_t index, const Var& xq, 
   const auto& c = config_;
   const int64_t H = c.decoder_attention_heads;
   AttentionInputs in;
-  in.bias = c.pos == PosMethod::Alibi ? ScoreBias::Alibi : c.pos == PosMethod::T5 ? ScoreBias::T5 : ScoreBias::None;
+  in.bias = c.pos == PosMethod::Alibi ? ops::BiasPolicy::Alibi
+            : c.pos == PosMethod::T5  ? ops::BiasPolicy::T5
+                                      : ops::BiasPolicy::None;
   in.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+  in.slopes = alibi_slopes_;
   in.slope_scale = c.alibi_slope_scale;
   in.window = c.attention_window;
   in.key_padding = key_padding;

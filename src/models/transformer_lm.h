@@ -71,6 +71,7 @@ class TransformerLM {
   TransformerLMConfig config_;
   nn::ParameterList params_;
   Var embed_tokens_, embed_positions_, output_projection_, final_ln_w_, final_ln_b_, t5_table_;
+  Var alibi_slopes_;  // [H] fixed ALiBi slopes (PosMethod::Alibi), not a parameter
   std::vector<Layer> layers_;
 };
 
