@@ -1,8 +1,6 @@
 #include "autograd/attention.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <vector>
 
 #include "autograd/tape.h"
@@ -13,19 +11,15 @@
 namespace stretch::autograd {
 namespace {
 
-// Slopes for H heads, computed once by the one slope function and kept for the process.
-const float* cached_slopes(int heads) {
-  static std::mutex mutex;
-  static std::map<int, std::vector<float>> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(heads);
-  if (it == cache.end()) it = cache.emplace(heads, ops::alibi_slopes(heads)).first;
-  return it->second.data();
+bool is_alibi(ops::BiasPolicy b) { return b == ops::BiasPolicy::Alibi || b == ops::BiasPolicy::AlibiSym; }
+
+// The learnable-or-fixed parameter of the selected policy (undefined for None): the one Var the
+// backward may write a bias gradient to.
+Var bias_param(const AttentionInputs& in) {
+  if (is_alibi(in.bias)) return in.slopes;
+  if (in.bias == ops::BiasPolicy::T5) return in.t5_table;
+  return Var();
 }
-
-}  // namespace
-
-namespace {
 
 ops::AttentionParams make_params(int64_t B, int64_t H, int64_t T, int64_t S, int64_t D, const AttentionInputs& in) {
   ops::AttentionParams p;
@@ -35,13 +29,23 @@ ops::AttentionParams make_params(int64_t B, int64_t H, int64_t T, int64_t S, int
   p.d = D;
   p.s = S;
   p.scale = in.scale;
+  p.mask = in.mask;
+  p.bias = in.bias;
   p.window = in.window;
-  if (in.bias == ScoreBias::Alibi) {
-    p.bias = ops::BiasPolicy::Alibi;
-    p.alibi.slopes = cached_slopes(static_cast<int>(p.h));
-    p.alibi.slope_scale = in.slope_scale;
-  } else if (in.bias == ScoreBias::T5) {
-    p.bias = ops::BiasPolicy::T5;
+  if (is_alibi(in.bias)) {
+    STRETCH_CHECK(in.slopes.defined(), "attention: bias " << (in.bias == ops::BiasPolicy::Alibi ? "alibi" : "alibi-sym")
+                                                          << " needs AttentionInputs::slopes [" << H << "]"
+                                                          << " (alibi_slopes_var(H))");
+    STRETCH_CHECK(in.slopes.shape() == Shape{H},
+                  "attention: AttentionInputs::slopes is " << in.slopes.shape().str() << ", expected [" << H << "]");
+    p.alibi = ops::AlibiOptions{
+        .slopes = in.slopes.data(), .slope_scale = in.slope_scale, .shape = in.alibi_shape, .cap = in.alibi_cap};
+  } else if (in.bias == ops::BiasPolicy::T5) {
+    STRETCH_CHECK(in.t5_table.defined(), "attention: bias t5 needs AttentionInputs::t5_table [" << in.t5_num_buckets
+                                                                                             << ", " << H << "]");
+    STRETCH_CHECK((in.t5_table.shape() == Shape{in.t5_num_buckets, H}),
+                  "attention: AttentionInputs::t5_table is " << in.t5_table.shape().str() << ", expected ["
+                                                             << in.t5_num_buckets << ", " << H << "]");
     p.t5.table = in.t5_table.data();
     p.t5.num_buckets = static_cast<int>(in.t5_num_buckets);
     p.t5.max_distance = static_cast<int>(in.t5_max_distance);
@@ -51,7 +55,23 @@ ops::AttentionParams make_params(int64_t B, int64_t H, int64_t T, int64_t S, int
   return p;
 }
 
+// The bias gradient pointer for the kernel: the parameter's gradient when it is learnable.
+ops::AttentionGrads bias_grads(const Var& param, const ops::AttentionParams& p) {
+  ops::AttentionGrads extra;
+  if (!param.requires_grad()) return extra;
+  if (is_alibi(p.bias)) extra.dslopes = param.grad_data();
+  if (p.bias == ops::BiasPolicy::T5) extra.dt5_table = param.grad_data();
+  return extra;
+}
+
 }  // namespace
+
+Var alibi_slopes_var(int64_t heads, bool requires_grad) {
+  const std::vector<float> m = ops::alibi_slopes(static_cast<int>(heads));
+  Tensor t = Tensor::empty({heads});
+  std::copy(m.begin(), m.end(), t.f32());
+  return Var(t, requires_grad);
+}
 
 Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& in) {
   const Shape& qs = q.shape();
@@ -61,13 +81,12 @@ Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& i
   Var out(Tensor::empty(qs));
   Tensor lse = Tensor::empty({p.b, p.h, p.t});
   ops::attention_forward(out.data(), lse.f32(), q.data(), k.data(), v.data(), p);
-  const Var& table = in.t5_table;
-  if (needs_grad({&q, &k, &v, &table})) {
-    Tensor key_padding = in.key_padding;  // keeps p.key_padding alive until backward
+  const Var param = bias_param(in);
+  if (needs_grad({&q, &k, &v, &param})) {
+    Tensor key_padding = in.key_padding;  // keeps p.key_padding (and param: p's bias pointers) alive until backward
     out.set_requires_grad(true);
-    tape().push([q, k, v, table, out, lse, p, key_padding] {
-      ops::AttentionGrads extra;
-      if (p.bias == ops::BiasPolicy::T5 && table.requires_grad()) extra.dt5_table = table.grad_data();
+    tape().push([q, k, v, param, out, lse, p, key_padding] {
+      const ops::AttentionGrads extra = bias_grads(param, p);
       // The kernel writes every gradient it is given: scratch for inputs that need none. Fresh
       // gradient buffers are overwritten (no zero-fill) when all three are fresh; otherwise the
       // fresh ones are zeroed and the kernel accumulates.
@@ -112,13 +131,12 @@ Var attention_qkv(const Var& qkv, int64_t heads, const AttentionInputs& in) {
   Tensor lse = Tensor::empty({B, heads, T});
   const float* base = qkv.data();
   ops::attention_forward(out.data(), lse.f32(), base, base + HD, base + 2 * HD, p);
-  const Var& table = in.t5_table;
-  if (needs_grad({&qkv, &table})) {
-    Tensor key_padding = in.key_padding;  // keeps p.key_padding alive until backward
+  const Var param = bias_param(in);
+  if (needs_grad({&qkv, &param})) {
+    Tensor key_padding = in.key_padding;  // keeps p.key_padding (and param: p's bias pointers) alive until backward
     out.set_requires_grad(true);
-    tape().push([qkv, table, out, lse, p, key_padding, HD] {
-      ops::AttentionGrads extra;
-      if (p.bias == ops::BiasPolicy::T5 && table.requires_grad()) extra.dt5_table = table.grad_data();
+    tape().push([qkv, param, out, lse, p, key_padding, HD] {
+      const ops::AttentionGrads extra = bias_grads(param, p);
       Tensor scratch;
       ops::GradInit init = ops::GradInit::Overwrite;
       float* g = qkv.requires_grad() ? qkv.grad_for(init) : (scratch = Tensor::empty(qkv.shape())).f32();

@@ -1,30 +1,48 @@
 // autograd/attention.h — the differentiable wrapper of the fused attention op (ops/attention.h).
-// Contract: q [B, H, T, D], k/v [B, H, S, D] (S ≥ T, query i at key position S−T+i), causal;
-// scores scaled by `scale`, plus the score bias; the result is [B, H, T, D]. Gradients flow to
-// q, k, v and, for T5, to the bias table [num_buckets, H]. The log-sum-exp saved by the forward
-// is the only attention state kept for backward (memory O(T) per head).
+// Contract: q [B, H, T, D], k/v [B, H, S, D] (S ≥ T, query i at key position S−T+i); the result
+// is [B, H, T, D]. AttentionInputs carries the whole ops policy unchanged: the mask (Causal or
+// Bidirectional), BiasPolicy (None, Alibi, AlibiSym, T5), AlibiShape and cap, slope_scale, window,
+// key padding and dropout; scores are scale · q·k + bias exactly as ops/attention.h defines them.
+// The bias parameters are Vars owned by the caller, never by this layer (no process-global state):
+//   slopes   [H]      Alibi/AlibiSym. Build it with alibi_slopes_var(H) (ops::alibi_slopes, the
+//                     one slope function). requires_grad false: fixed slopes, no gradient; true:
+//                     a learnable parameter, ∂L/∂slopes (raw, before slope_scale) += its grad.
+//   t5_table [NB, H]  T5. requires_grad true: ∂L/∂table += its grad.
+// The parameter of a policy not selected is ignored; a missing or mis-shaped one for the selected
+// policy throws stretch::Error naming the field. Gradients flow to q, k, v and the selected
+// policy's parameter. The log-sum-exp saved by the forward is the only attention state kept for
+// backward (memory O(T) per head); the parameter Vars are kept alive by the tape until backward.
 #pragma once
 #include <cstdint>
 
 #include "autograd/var.h"
+#include "ops/attention.h"
 #include "tensor/tensor.h"
 
 namespace stretch::autograd {
 
-enum class ScoreBias : uint8_t { None, Alibi, T5 };
-
 struct AttentionInputs {
-  ScoreBias bias = ScoreBias::None;
-  float scale = 1.0f;            // 1/sqrt(D)
-  float slope_scale = 1.0f;      // ALiBi position interpolation factor
-  int64_t window = 0;            // 0: unlimited
-  Tensor key_padding;            // optional U8 [B, S], 1 = padded key; undefined when no padding
-  Var t5_table;                  // [num_buckets, H] when bias == T5
+  ops::AttentionMask mask = ops::AttentionMask::Causal;  // Bidirectional: every key visible
+  ops::BiasPolicy bias = ops::BiasPolicy::None;
+  float scale = 0.0f;            // score scale; 0 means 1/sqrt(D) (ops::attention_scale)
+  // Alibi / AlibiSym: bias −slopes[h] · slope_scale · f(distance), f by alibi_shape.
+  Var slopes;                    // [H]: constant (fixed slopes) or a learnable parameter
+  float slope_scale = 1.0f;      // position interpolation factor (L_train / L_eval)
+  ops::AlibiShape alibi_shape = ops::AlibiShape::Linear;
+  float alibi_cap = 0.0f;        // AlibiShape::Clipped: distances beyond cap count as cap (> 0)
+  // T5: bias table[bucket(j − p_i), h].
+  Var t5_table;                  // [num_buckets, H]
   int64_t t5_num_buckets = 32;
   int64_t t5_max_distance = 128;
+  int64_t window = 0;            // 0: unlimited; composes with every policy
+  Tensor key_padding;            // optional U8 [B, S], 1 = padded key; undefined when no padding
   float dropout = 0.0f;          // attention dropout (training only)
   uint64_t seed = 0, stream = 0;
 };
+
+// The ALiBi slopes of `heads` heads (ops::alibi_slopes) as a [H] Var; requires_grad makes them a
+// learnable parameter. Each call returns a new Var: the caller owns it.
+Var alibi_slopes_var(int64_t heads, bool requires_grad = false);
 
 Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& in);
 // The same attention read straight from the fused projection qkv [B, T, 3·H·D] (q, k, v blocks of

@@ -3,21 +3,25 @@
 
 namespace stretch::position {
 
-using autograd::ScoreBias;
+using ops::BiasPolicy;
+
+AlibiBias::AlibiBias(int64_t heads, float slope_scale, AttentionWindow w)
+    : slopes_(autograd::alibi_slopes_var(heads)), slope_scale_(slope_scale), w_(w) {}
 
 void NoBias::set_bias(autograd::AttentionInputs& in) const {
-  in.bias = ScoreBias::None;
+  in.bias = BiasPolicy::None;
   in.window = w_.window;
 }
 
 void AlibiBias::set_bias(autograd::AttentionInputs& in) const {
-  in.bias = ScoreBias::Alibi;
+  in.bias = BiasPolicy::Alibi;
+  in.slopes = slopes_;
   in.slope_scale = slope_scale_;
   in.window = w_.window;
 }
 
 void T5Bias::set_bias(autograd::AttentionInputs& in) const {
-  in.bias = ScoreBias::T5;
+  in.bias = BiasPolicy::T5;
   in.t5_table = table_;
   in.t5_num_buckets = num_buckets_;
   in.t5_max_distance = max_distance_;
@@ -25,7 +29,7 @@ void T5Bias::set_bias(autograd::AttentionInputs& in) const {
 }
 
 void Rotary::set_bias(autograd::AttentionInputs& in) const {
-  in.bias = ScoreBias::None;
+  in.bias = BiasPolicy::None;
   in.window = w_.window;
 }
 

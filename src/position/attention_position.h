@@ -23,13 +23,15 @@ class NoBias final : public nn::AttentionPosition {
   AttentionWindow w_;
 };
 
-// −m_h·(i − j) with slopes from ops::alibi_slopes(H), times slope_scale (interpolation).
+// −m_h·(i − j) with slopes from ops::alibi_slopes(H) (a constant Var this strategy owns, built
+// once), times slope_scale (interpolation).
 class AlibiBias final : public nn::AttentionPosition {
  public:
-  AlibiBias(float slope_scale, AttentionWindow w) : slope_scale_(slope_scale), w_(w) {}
+  AlibiBias(int64_t heads, float slope_scale, AttentionWindow w);
   void set_bias(autograd::AttentionInputs& in) const override;
 
  private:
+  autograd::Var slopes_;  // [H]
   float slope_scale_;
   AttentionWindow w_;
 };

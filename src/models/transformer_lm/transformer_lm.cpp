@@ -20,7 +20,7 @@ constexpr uint64_t kMaxMicro = 1u << 8, kMaxLayerSlots = 1u << 12;  // sites 0..
 std::unique_ptr<nn::AttentionPosition> make_attention_position(const TransformerLMConfig& c, const Var& t5_table) {
   const position::AttentionWindow w{c.attention_window};
   switch (c.pos) {
-    case PosMethod::Alibi: return std::make_unique<position::AlibiBias>(c.alibi_slope_scale, w);
+    case PosMethod::Alibi: return std::make_unique<position::AlibiBias>(c.decoder_attention_heads, c.alibi_slope_scale, w);
     case PosMethod::T5: return std::make_unique<position::T5Bias>(t5_table, c.t5_num_buckets, c.t5_max_distance, w);
     case PosMethod::Rope: return std::make_unique<position::Rotary>(c.rope_base, w);
     case PosMethod::Sinusoidal:
