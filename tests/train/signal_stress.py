@@ -26,21 +26,23 @@ import time
 FIELDS = ("epoch", "loss", "ppl", "lr", "gnorm", "clip", "wpb", "bsz")
 
 
-def synthetic_text(lines, seed):
-    """4..12 words a line over a 40-word vocabulary, mostly one of two successors per word."""
+def synthetic_text(lines, seed, vocab=4000):
+    """4..12 words a line, mostly one of two successors per word. A large vocabulary makes the
+    output layer's weight-gradient GEMM (k = tokens > 252) most of the time: the oneDNN kernel
+    that moves rsp into a heap workspace (#4845), where the old handler corrupted the heap."""
     rng = random.Random(seed)
     out = []
     for _ in range(lines):
-        w, words = rng.randrange(40), []
+        w, words = rng.randrange(vocab), []
         for _ in range(rng.randrange(4, 13)):
             words.append(f"w{w}")
-            w = rng.randrange(40) if rng.randrange(4) == 0 else (w * 7 + 3 + rng.randrange(2)) % 40
+            w = rng.randrange(vocab) if rng.randrange(4) == 0 else (w * 7 + 3 + rng.randrange(2)) % vocab
         out.append(" ".join(words))
     return "\n".join(out) + "\n"
 
 
 def make_data_bin(stretch, work):
-    for split, lines, seed in (("train", 400, 1), ("valid", 20, 2)):
+    for split, lines, seed in (("train", 2000, 1), ("valid", 20, 2)):
         with open(os.path.join(work, f"{split}.txt"), "w") as f:
             f.write(synthetic_text(lines, seed))
     dest = os.path.join(work, "data-bin")
@@ -51,12 +53,14 @@ def make_data_bin(stretch, work):
 
 
 def train_args(stretch, data, save_dir, max_update, arch):
-    # Dropout on (its masks are replayed on resume), two threads (signals may target an OpenMP
-    # worker inside oneDNN), validation and a save at every epoch end (~25 updates).
-    return [stretch, "train", data, "--arch", arch, "--tokens-per-sample", "64", "--batch-size", "4",
+    # Dropout on (its masks are replayed on resume); a narrow model and one thread, so the
+    # signal (delivered to the main thread) mostly lands in that GEMM; validation and a save at
+    # every epoch end (~30 updates).
+    return [stretch, "train", data, "--arch", arch, "--decoder-embed-dim", "64", "--decoder-ffn-embed-dim", "128",
+            "--decoder-attention-heads", "2", "--tokens-per-sample", "64", "--batch-size", "8",
             "--required-batch-size-multiple", "1", "--dropout", "0.1", "--optimizer", "adam", "--lr", "0.001",
             "--clip-norm", "1.0", "--max-update", str(max_update), "--seed", "5", "--log-format", "json",
-            "--log-interval", "1", "--threads", "2", "--no-progress-bar", "--save-dir", save_dir]
+            "--log-interval", "1", "--threads", "1", "--no-progress-bar", "--save-dir", save_dir]
 
 
 def records(stdout):
