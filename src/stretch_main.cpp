@@ -9,9 +9,13 @@
 #include "cli/command.h"
 #include "cli/config_file.h"
 #include "core/error.h"
+#include "core/signals.h"
 #include "stretch/version.h"
 
 int main(int argc, char** argv) {
+  // First, before any OpenMP / oneDNN / MPI thread exists: SIGINT and SIGTERM go to one thread
+  // (core/signals.h; oneDNN issue #4845).
+  stretch::receive_stop_signals();
   using namespace stretch::cli;
   CLI::App app{"stretch: train short, test long. Transformer language models with ALiBi and the "
                "baselines it is judged against, with fairseq's flags and file formats."};

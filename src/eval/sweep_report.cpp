@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/subprocess.h"
 
 namespace stretch::eval {
 namespace {
@@ -105,7 +106,7 @@ void write_sweep_json(const std::string& path, const std::vector<SweepRow>& rows
 }
 
 bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, const std::string& title) {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+  if (run_shell("command -v gnuplot >/dev/null 2>&1") != 0) {
     log_warning("gnuplot not found: no plot written (scripts/setup.sh installs gnuplot-nox)");
     return false;
   }
@@ -165,7 +166,7 @@ bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, co
       sc << "set terminal " << terminal << "\nset output " << gp_quote(tmp) << "\n" << gp.str() << "unset output\n";
     }
     const std::string cmd = "gnuplot " + gp_quote(script_path) + " >" + gp_quote(log_path) + " 2>&1";
-    const bool drawn = std::system(cmd.c_str()) == 0 && std::rename(tmp.c_str(), out.c_str()) == 0;
+    const bool drawn = run_shell(cmd) == 0 && std::rename(tmp.c_str(), out.c_str()) == 0;
     if (!drawn) {
       std::ifstream lg(log_path);
       std::string why((std::istreambuf_iterator<char>(lg)), std::istreambuf_iterator<char>());

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/signals.h"
 #include "tensor/safetensors.h"
-#include "train/signals.h"
 
 namespace stretch::train::test_hooks {
 namespace {

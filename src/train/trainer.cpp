@@ -16,6 +16,7 @@
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/log.h"
+#include "core/signals.h"
 #include "dist/world.h"
 #include "ops/gemm.h"
 #include "models/registry.h"
@@ -23,7 +24,6 @@
 #include "train/lm_data.h"
 #include "train/optim_settings.h"
 #include "train/progress.h"
-#include "train/signals.h"
 #include "train/test_hooks.h"
 #include "train/update.h"
 
@@ -138,7 +138,7 @@ std::string restore_path(const TrainConfig& c) {
 
 int run_training(TrainConfig c) {
   const dist::World& world = dist::World::get();
-  install_stop_handlers();
+  arm_graceful_stop();  // core/signals.h: SIGINT/SIGTERM now save checkpoint_last.pt and stop
   if (c.max_tokens <= 0 && c.batch_size <= 0)
     fail_usage("train: give --max-tokens or --batch-size", "e.g. --max-tokens 4096 (fairseq's usual choice)");
   if (c.max_tokens > 0 && c.max_tokens < c.tokens_per_sample)
