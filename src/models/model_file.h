@@ -34,11 +34,11 @@ struct ModelFile {
 
 struct ModelFileWrite {
   nlohmann::json config = nlohmann::json::object();  // extra top-level groups (the trainer's)
-  std::string dict_hash;
-  std::string dictionary;
+  std::string dict_hash{};
+  std::string dictionary{};
   const char* format = kModelFileFormat;
-  NamedTensors extra_tensors;      // training state tensors (optimizer.*, segment.*)
-  SafetensorsMetadata extra_meta;  // training state metadata
+  NamedTensors extra_tensors{};      // training state tensors (optimizer.*, segment.*)
+  SafetensorsMetadata extra_meta{};  // training state metadata
 };
 
 void write_model_file(const std::string& path, const LanguageModel& model, const ModelFileWrite& what);

@@ -28,9 +28,9 @@ struct CheckpointContents : models::ModelFile {
 
 struct CheckpointSave {
   nlohmann::json config = nlohmann::json::object();  // effective config (train + model groups)
-  std::string dict_hash;
-  std::string dictionary;                            // dict.txt text
-  TrainState state;
+  std::string dict_hash{};
+  std::string dictionary{};                          // dict.txt text
+  TrainState state{};
   const optim::Optimizer* optimizer = nullptr;
   const models::SegmentState* segment = nullptr;     // the family's training memory, if any
 };

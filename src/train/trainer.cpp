@@ -134,11 +134,42 @@ std::string restore_path(const TrainConfig& c) {
              "give the path of a checkpoint written by `stretch train`, or leave --restore-file out to start afresh");
 }
 
-}  // namespace
+// One training run: the state and the steps of fairseq_cli/train.py's main loop, each a method.
+class TrainingRun {
+ public:
+  explicit TrainingRun(TrainConfig config);
+  int run();
 
-int run_training(TrainConfig c) {
-  const dist::World& world = dist::World::get();
-  arm_graceful_stop();  // core/signals.h: SIGINT/SIGTERM now save checkpoint_last.pt and stop
+ private:
+  void resume(const std::string& from);
+  void save(const std::vector<std::string>& names);
+  double run_validation();
+  bool validate_and_save(bool end_of_epoch);
+  void after_update(const UpdateResult& r, int64_t nb);
+  int stop_requested();
+  void end_of_epoch_log();
+  double lr_now() const { return scheduler_->lr_at_epoch(state_.num_updates, state_.epoch); }
+
+  TrainConfig c_;
+  const dist::World& world_;
+  LmData data_;
+  std::unique_ptr<LmSplit> train_split_, valid_split_;
+  std::unique_ptr<models::LanguageModel> model_;
+  std::unique_ptr<models::SegmentState> segment_;
+  std::string dictionary_text_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LrSchedule> scheduler_;
+  TrainState state_;
+  nlohmann::json config_json_;
+  Progress progress_;
+  double t_start_ = 0;
+  int64_t nan_in_a_row_ = 0, save_count_ = 0;
+  // Running sums for the log interval.
+  double log_loss_ = 0, log_tokens_ = 0, log_gnorm_ = 0, log_clip_ = 0, log_bsz_ = 0, log_t0_ = 0;
+  int64_t log_updates_ = 0;
+};
+
+void check_run_flags(const TrainConfig& c) {
   if (c.max_tokens <= 0 && c.batch_size <= 0)
     fail_usage("train: give --max-tokens or --batch-size", "e.g. --max-tokens 4096 (fairseq's usual choice)");
   if (c.max_tokens > 0 && c.max_tokens < c.tokens_per_sample)
@@ -149,10 +180,14 @@ int run_training(TrainConfig c) {
   if (c.log_interval < 1) fail_usage("--log-interval must be >= 1, got " + std::to_string(c.log_interval));
   if (c.max_consecutive_nan < 1)
     fail_usage("--max-consecutive-nan must be >= 1, got " + std::to_string(c.max_consecutive_nan));
-  LmData data = open_lm_data(c.data);
-  c.model["vocab_size"] = data.vocab_size;
-  c.model["padding_idx"] = data.pad;
+}
 
+TrainingRun::TrainingRun(TrainConfig config)
+    : c_(std::move(config)), world_(dist::World::get()), progress_(c_.log_format, !c_.no_progress_bar) {
+  const TrainConfig& c = c_;
+  data_ = open_lm_data(c.data);
+  c_.model["vocab_size"] = data_.vocab_size;
+  c_.model["padding_idx"] = data_.pad;
   LmSplitOptions train_opts{.tokens_per_sample = c.tokens_per_sample,
                             .sample_break_mode = c.sample_break_mode,
                             .max_tokens = c.max_tokens,
@@ -160,262 +195,280 @@ int run_training(TrainConfig c) {
                             .required_batch_size_multiple = c.required_batch_size_multiple,
                             .seed = c.seed,
                             .shuffle = true,
-                            .shard_rank = world.rank(),
-                            .shard_count = world.size()};
-  auto train_split = open_lm_split(c.data, "train", data, train_opts);
-  std::unique_ptr<LmSplit> valid_split;
+                            .shard_rank = world_.rank(),
+                            .shard_count = world_.size()};
+  train_split_ = open_lm_split(c.data, "train", data_, train_opts);
   if (!c.disable_validation) {
     LmSplitOptions vo = train_opts;
     vo.shuffle = false;
     if (c.max_tokens_valid > 0) vo.max_tokens = c.max_tokens_valid;
     if (c.batch_size_valid > 0) vo.batch_size = c.batch_size_valid;
-    valid_split = open_lm_split(c.data, c.valid_subset, data, vo);
+    valid_split_ = open_lm_split(c.data, c.valid_subset, data_, vo);
   }
-
-  std::unique_ptr<models::LanguageModel> model_ptr = models::build_model(c.model);
-  models::LanguageModel& model = *model_ptr;
-  model.init(c.seed);
-  std::unique_ptr<models::SegmentState> segment = model.new_segment_state(models::SegmentUse::Training);
-  const std::string dictionary_text = read_text_file(data.dict_path);
-  auto optimizer = make_optimizer(c.optim);
-  auto scheduler = make_scheduler(c.optim, c.max_update);
-
-  TrainState state;
-  state.seed = c.seed;
-  const nlohmann::json config_json = c.to_json();
-  if (const std::string from = restore_path(c); !from.empty()) {
-    CheckpointContents ck;
-    try {
-      ck = read_checkpoint(from);
-    } catch (const Error& e) {
-      throw Error(e.kind(), std::string("cannot resume: ") + e.what(),
-                  "move " + from + " away to start afresh, or copy an earlier checkpoint (checkpoint_E_U.pt, "
-                  "checkpointN.pt) over it");
-    }
-    if (ck.dict_hash != data.dict_hash)
-      fail_input(from, "was trained with another dictionary (hash " + ck.dict_hash + "; " + data.dict_path + " has " +
-                           data.dict_hash + ")",
-                 "use a fresh --save-dir, or the data-bin the checkpoint was trained on");
-    check_same_architecture(from, ck.model, model.config_json());
-    models::load_weights(model, ck);
-    if (segment) segment->load(segment_tensors(ck));
-    state = ck.state;
-    if (state.seed != c.seed)
-      log_warning("resuming a run started with --seed " + std::to_string(state.seed) + " with --seed " +
-                  std::to_string(c.seed) + ": later batches and dropout masks differ from an uninterrupted run");
-    state.seed = c.seed;
-    if (c.reset_dataloader) {
-      state.epoch = 1;
-      state.next_batch = 0;
-      state.epoch_loss_sum = state.epoch_ntokens = 0;
-    }
-    if (c.reset_meters) state.best_loss = NAN;
-    if (!c.reset_optimizer) {
-      optim::OptimizerState os;
-      for (const auto& [name, t] : ck.file.tensors)
-        if (name.rfind("optimizer.", 0) == 0) os.tensors.emplace_back(name.substr(10), t);
-      os.scalars = ck.optimizer_scalars;
-      os.source = from;
-      optimizer->load_state_dict(os, optim_params(model));
-    }
-    if (world.is_main())
-      log_info("resumed from " + from + " at update " + std::to_string(state.num_updates) + ", epoch " +
-               std::to_string(state.epoch) + ", batch " + std::to_string(state.next_batch));
-  }
-  if (world.is_main() && ops::matmul_precision() == ops::GemmPrecision::Bf16)
+  model_ = models::build_model(c.model);
+  model_->init(c.seed);
+  segment_ = model_->new_segment_state(models::SegmentUse::Training);
+  dictionary_text_ = read_text_file(data_.dict_path);
+  optimizer_ = make_optimizer(c.optim);
+  scheduler_ = make_scheduler(c.optim, c.max_update);
+  state_.seed = c.seed;
+  config_json_ = c.to_json();
+  if (const std::string from = restore_path(c); !from.empty()) resume(from);
+  if (world_.is_main() && ops::matmul_precision() == ops::GemmPrecision::Bf16)
     log_info("bf16 matrix products (fp32 accumulation); weights, optimizer state and checkpoints in fp32");
-  if (world.is_main())
-    log_info("model " + model.info().summary + ": " +
-             std::to_string(model.params().numel()) + " parameters, vocabulary " + std::to_string(data.vocab_size));
+  if (world_.is_main())
+    log_info("model " + model_->info().summary + ": " + std::to_string(model_->params().numel()) +
+             " parameters, vocabulary " + std::to_string(data_.vocab_size));
+}
 
-  Progress progress(c.log_format, !c.no_progress_bar);
-  const UpdateParams update_params{.clip_norm = c.optim.clip_norm, .seed = c.seed, .pad = data.pad};
-  const double t_start = now_seconds();
-  auto lr_now = [&] { return scheduler->lr_at_epoch(state.num_updates, state.epoch); };
-  int64_t nan_in_a_row = 0;
-  int64_t save_count = 0;
+void TrainingRun::resume(const std::string& from) {
+  const TrainConfig& c = c_;
+  CheckpointContents ck;
+  try {
+    ck = read_checkpoint(from);
+  } catch (const Error& e) {
+    throw Error(e.kind(), std::string("cannot resume: ") + e.what(),
+                "move " + from + " away to start afresh, or copy an earlier checkpoint (checkpoint_E_U.pt, "
+                "checkpointN.pt) over it");
+  }
+  if (ck.dict_hash != data_.dict_hash)
+    fail_input(from, "was trained with another dictionary (hash " + ck.dict_hash + "; " + data_.dict_path + " has " +
+                         data_.dict_hash + ")",
+               "use a fresh --save-dir, or the data-bin the checkpoint was trained on");
+  check_same_architecture(from, ck.model, model_->config_json());
+  models::load_weights(*model_, ck);
+  if (segment_) segment_->load(segment_tensors(ck));
+  state_ = ck.state;
+  if (state_.seed != c.seed)
+    log_warning("resuming a run started with --seed " + std::to_string(state_.seed) + " with --seed " +
+                std::to_string(c.seed) + ": later batches and dropout masks differ from an uninterrupted run");
+  state_.seed = c.seed;
+  if (c.reset_dataloader) {
+    state_.epoch = 1;
+    state_.next_batch = 0;
+    state_.epoch_loss_sum = state_.epoch_ntokens = 0;
+  }
+  if (c.reset_meters) state_.best_loss = NAN;
+  if (!c.reset_optimizer) {
+    optim::OptimizerState os;
+    for (const auto& [name, t] : ck.file.tensors)
+      if (name.rfind("optimizer.", 0) == 0) os.tensors.emplace_back(name.substr(10), t);
+    os.scalars = ck.optimizer_scalars;
+    os.source = from;
+    optimizer_->load_state_dict(os, optim_params(*model_));
+  }
+  if (world_.is_main())
+    log_info("resumed from " + from + " at update " + std::to_string(state_.num_updates) + ", epoch " +
+             std::to_string(state_.epoch) + ", batch " + std::to_string(state_.next_batch));
+}
 
-  auto save = [&](const std::vector<std::string>& names) {
-    if (c.no_save || !world.is_main() || names.empty()) return;
-    std::error_code ec;
-    fs::create_directories(c.save_dir, ec);
-    if (ec) fail_io(c.save_dir, "cannot create the --save-dir: " + ec.message(), "choose a writable --save-dir");
-    // Write once, then publish the finished file under the other names (each atomic too).
-    const std::string first = ckpt_path(c, names.front());
-    test_hooks::before_checkpoint_save(++save_count);
-    try {
-      save_checkpoint(first, model,
-                      {.config = config_json,
-                       .dict_hash = data.dict_hash,
-                       .dictionary = dictionary_text,
-                       .state = state,
-                       .optimizer = optimizer.get(),
-                       .segment = segment.get()});
-    } catch (...) {
-      test_hooks::after_checkpoint_save();
-      throw;
-    }
+void TrainingRun::save(const std::vector<std::string>& names) {
+  const TrainConfig& c = c_;
+  if (c.no_save || !world_.is_main() || names.empty()) return;
+  std::error_code ec;
+  fs::create_directories(c.save_dir, ec);
+  if (ec) fail_io(c.save_dir, "cannot create the --save-dir: " + ec.message(), "choose a writable --save-dir");
+  // Write once, then publish the finished file under the other names (each atomic too).
+  const std::string first = ckpt_path(c, names.front());
+  test_hooks::before_checkpoint_save(++save_count_);
+  try {
+    save_checkpoint(first, *model_,
+                    {.config = config_json_,
+                     .dict_hash = data_.dict_hash,
+                     .dictionary = dictionary_text_,
+                     .state = state_,
+                     .optimizer = optimizer_.get(),
+                     .segment = segment_.get()});
+  } catch (...) {
     test_hooks::after_checkpoint_save();
-    for (size_t i = 1; i < names.size(); ++i) publish_copy(first, ckpt_path(c, names[i]));
-    prune(c);
-  };
-  // Validates (logging fairseq's valid_* fields); returns the loss, or NaN when there is no
-  // validation. state.best_loss follows fairseq's save_checkpoint.best (a minimum).
-  auto run_validation = [&]() -> double {
-    if (!valid_split) return NAN;
-    const ValidResult v = validate(model, *valid_split, world);
-    if (std::isnan(state.best_loss) || v.loss2 < state.best_loss) state.best_loss = v.loss2;
-    if (world.is_main())
-      progress.log("valid", {{"epoch", state.epoch},
-                             {"valid_loss", v.loss2},
-                             {"valid_ppl", std::pow(2.0, v.loss2)},
-                             {"valid_wps", static_cast<double>(v.ntokens) / std::max(v.seconds, 1e-9)},
-                             {"valid_wpb", v.ntokens},
-                             {"valid_bsz", v.nsentences},
-                             {"valid_num_updates", state.num_updates},
-                             {"valid_best_loss", state.best_loss}});
-    return v.loss2;
-  };
-  // fairseq's validate_and_save: decides whether to validate and which files to write after
-  // an update; at the end of an epoch it also moves the state to the next epoch (before the
-  // save, so a resume from that checkpoint starts the next epoch). Returns "stop training".
-  auto validate_and_save = [&](bool end_of_epoch) -> bool {
-    const int64_t n = state.num_updates, epoch = state.epoch;
-    const bool should_stop = c.max_update > 0 && n >= c.max_update;
-    const bool interval_save = c.save_interval_updates > 0 && n > 0 && n % c.save_interval_updates == 0;
-    const bool do_save = (end_of_epoch && epoch % c.save_interval == 0) || should_stop || interval_save;
-    const bool do_validate = !c.disable_validation &&
-                             ((!end_of_epoch && do_save) || (end_of_epoch && epoch % c.validate_interval == 0) ||
-                              should_stop ||
-                              (c.validate_interval_updates > 0 && n > 0 && n % c.validate_interval_updates == 0));
-    const double prev_best = state.best_loss;
-    const double vloss = do_validate ? run_validation() : NAN;
-    std::vector<std::string> names;
-    if (end_of_epoch && !c.no_epoch_checkpoints && epoch % c.save_interval == 0)
-      names.push_back("checkpoint" + std::to_string(epoch) + ".pt");
-    if (!end_of_epoch && interval_save)
-      names.push_back("checkpoint_" + std::to_string(epoch) + "_" + std::to_string(n) + ".pt");
-    if (!std::isnan(vloss) && (std::isnan(prev_best) || vloss <= prev_best)) names.push_back("checkpoint_best.pt");
-    names.push_back("checkpoint_last.pt");
-    if (end_of_epoch) {
-      state.epoch += 1;
-      state.next_batch = 0;
-      state.epoch_loss_sum = state.epoch_ntokens = 0;
-    }
-    if (do_save) save(names);
-    return should_stop;
-  };
+    throw;
+  }
+  test_hooks::after_checkpoint_save();
+  for (size_t i = 1; i < names.size(); ++i) publish_copy(first, ckpt_path(c, names[i]));
+  prune(c);
+}
 
-  // Running sums for the log interval.
-  double log_loss = 0, log_tokens = 0, log_gnorm = 0, log_clip = 0, log_bsz = 0, log_t0 = now_seconds();
-  int64_t log_updates = 0;
-  bool stop = c.max_update > 0 && state.num_updates >= c.max_update;
+// Validates (logging fairseq's valid_* fields); returns the loss, or NaN when there is no
+// validation. state.best_loss follows fairseq's save_checkpoint.best (a minimum).
+double TrainingRun::run_validation() {
+  if (!valid_split_) return NAN;
+  const ValidResult v = validate(*model_, *valid_split_, world_);
+  if (std::isnan(state_.best_loss) || v.loss2 < state_.best_loss) state_.best_loss = v.loss2;
+  if (world_.is_main())
+    progress_.log("valid", {{"epoch", state_.epoch},
+                            {"valid_loss", v.loss2},
+                            {"valid_ppl", std::pow(2.0, v.loss2)},
+                            {"valid_wps", static_cast<double>(v.ntokens) / std::max(v.seconds, 1e-9)},
+                            {"valid_wpb", v.ntokens},
+                            {"valid_bsz", v.nsentences},
+                            {"valid_num_updates", state_.num_updates},
+                            {"valid_best_loss", state_.best_loss}});
+  return v.loss2;
+}
+
+// fairseq's validate_and_save: decides whether to validate and which files to write after
+// an update; at the end of an epoch it also moves the state to the next epoch (before the
+// save, so a resume from that checkpoint starts the next epoch). Returns "stop training".
+bool TrainingRun::validate_and_save(bool end_of_epoch) {
+  const TrainConfig& c = c_;
+  const int64_t n = state_.num_updates, epoch = state_.epoch;
+  const bool should_stop = c.max_update > 0 && n >= c.max_update;
+  const bool interval_save = c.save_interval_updates > 0 && n > 0 && n % c.save_interval_updates == 0;
+  const bool do_save = (end_of_epoch && epoch % c.save_interval == 0) || should_stop || interval_save;
+  const bool do_validate = !c.disable_validation &&
+                           ((!end_of_epoch && do_save) || (end_of_epoch && epoch % c.validate_interval == 0) ||
+                            should_stop ||
+                            (c.validate_interval_updates > 0 && n > 0 && n % c.validate_interval_updates == 0));
+  const double prev_best = state_.best_loss;
+  const double vloss = do_validate ? run_validation() : NAN;
+  std::vector<std::string> names;
+  if (end_of_epoch && !c.no_epoch_checkpoints && epoch % c.save_interval == 0)
+    names.push_back("checkpoint" + std::to_string(epoch) + ".pt");
+  if (!end_of_epoch && interval_save)
+    names.push_back("checkpoint_" + std::to_string(epoch) + "_" + std::to_string(n) + ".pt");
+  if (!std::isnan(vloss) && (std::isnan(prev_best) || vloss <= prev_best)) names.push_back("checkpoint_best.pt");
+  names.push_back("checkpoint_last.pt");
+  if (end_of_epoch) {
+    state_.epoch += 1;
+    state_.next_batch = 0;
+    state_.epoch_loss_sum = state_.epoch_ntokens = 0;
+  }
+  if (do_save) save(names);
+  return should_stop;
+}
+
+// Bookkeeping of an applied update: epoch sums, the progress bar, the train_inner log line.
+void TrainingRun::after_update(const UpdateResult& r, int64_t nb) {
+  const TrainConfig& c = c_;
+  nan_in_a_row_ = 0;
+  state_.epoch_loss_sum += r.loss_sum;
+  state_.epoch_ntokens += r.ntokens;
+  log_loss_ += r.loss_sum;
+  log_tokens_ += r.ntokens;
+  log_bsz_ += r.nsentences;
+  log_gnorm_ += r.gnorm;
+  log_clip_ += (c.optim.clip_norm > 0 && r.gnorm > c.optim.clip_norm) ? 1.0 : 0.0;
+  ++log_updates_;
+  progress_.bar(state_.epoch, state_.next_batch, nb, r.loss_sum / std::max(r.ntokens, 1.0) / kLn2);
+  if (state_.num_updates % c.log_interval != 0 || !world_.is_main()) return;
+  const double dt = std::max(now_seconds() - log_t0_, 1e-9);
+  const double l2 = log_loss_ / std::max(log_tokens_, 1.0) / kLn2;
+  const double updates = static_cast<double>(log_updates_);
+  nlohmann::ordered_json f = {
+      {"epoch", state_.epoch},
+      {"update", static_cast<double>(state_.epoch - 1) + static_cast<double>(state_.next_batch) / static_cast<double>(nb)},
+      {"loss", l2},
+      {"ppl", std::pow(2.0, l2)},
+      {"wps", log_tokens_ / dt},
+      {"ups", updates / dt},
+      {"wpb", log_tokens_ / updates},
+      {"bsz", log_bsz_ / updates},
+      {"num_updates", state_.num_updates},
+      {"lr", lr_now()},
+      {"gnorm", log_gnorm_ / updates}};
+  if (c.optim.clip_norm > 0) f["clip"] = 100.0 * log_clip_ / updates;
+  f["train_wall"] = now_seconds() - t_start_;
+  f["wall"] = now_seconds() - t_start_;
+  progress_.log("train_inner", f);
+  log_loss_ = log_tokens_ = log_gnorm_ = log_clip_ = log_bsz_ = 0;
+  log_updates_ = 0;
+  log_t0_ = now_seconds();
+}
+
+// A stop signal on any rank: save checkpoint_last.pt; returns the exit code (0: go on). Every
+// rank stops at the same update (a signal may reach only some of them).
+int TrainingRun::stop_requested() {
+  int sig = stop_signal();
+  if (world_.size() > 1) {
+    double s = sig;
+    world_.allreduce_sum(&s, 1);
+    sig = s > 0 ? (sig != 0 ? sig : SIGTERM) : 0;
+  }
+  if (sig == 0) return 0;
+  log_warning("received signal " + std::to_string(sig) + ": saving checkpoint_last.pt and stopping");
+  save({"checkpoint_last.pt"});
+  return 128 + sig;
+}
+
+void TrainingRun::end_of_epoch_log() {
+  if (state_.epoch_ntokens <= 0 || !world_.is_main()) return;
+  const double l2 = state_.epoch_loss_sum / state_.epoch_ntokens / kLn2;
+  progress_.log("train", {{"epoch", state_.epoch},
+                          {"train_loss", l2},
+                          {"train_ppl", std::pow(2.0, l2)},
+                          {"train_num_updates", state_.num_updates},
+                          {"train_lr", lr_now()},
+                          {"train_wall", now_seconds() - t_start_}});
+}
+
+int TrainingRun::run() {
+  const TrainConfig& c = c_;
+  const UpdateParams update_params{.clip_norm = c.optim.clip_norm, .seed = c.seed, .pad = data_.pad};
+  t_start_ = log_t0_ = now_seconds();
+  bool stop = c.max_update > 0 && state_.num_updates >= c.max_update;
   int exit_code = 0;
-
   while (!stop && exit_code == 0) {
-    if (c.max_epoch > 0 && state.epoch > c.max_epoch) break;
+    if (c.max_epoch > 0 && state_.epoch > c.max_epoch) break;
     if (c.optim.stop_min_lr >= 0 && lr_now() <= c.optim.stop_min_lr) {
       log_info("stopping: learning rate " + std::to_string(lr_now()) + " <= --stop-min-lr " +
                std::to_string(c.optim.stop_min_lr));
       break;
     }
-    train_split->set_epoch(state.epoch);
-    const int64_t nb = train_split->num_batches();
-    if (state.next_batch > nb)
-      fail_input(c.data, "the checkpoint is at batch " + std::to_string(state.next_batch) + " of epoch " +
-                             std::to_string(state.epoch) + ", which has only " + std::to_string(nb) + " batches",
+    train_split_->set_epoch(state_.epoch);
+    const int64_t nb = train_split_->num_batches();
+    if (state_.next_batch > nb)
+      fail_input(c.data, "the checkpoint is at batch " + std::to_string(state_.next_batch) + " of epoch " +
+                             std::to_string(state_.epoch) + ", which has only " + std::to_string(nb) + " batches",
                  "the data or the batching flags (--max-tokens, --tokens-per-sample, ...) changed since the "
                  "checkpoint; restore the originals, or pass --reset-dataloader");
     std::vector<LmBatch> group;
-    while (state.next_batch < nb && !stop && exit_code == 0) {
-      const int64_t first = state.next_batch, last = std::min(nb, first + c.update_freq);
+    while (state_.next_batch < nb && !stop && exit_code == 0) {
+      const int64_t first = state_.next_batch, last = std::min(nb, first + c.update_freq);
       group.clear();
-      for (int64_t i = first; i < last; ++i) group.push_back(train_split->batch(i));
-      state.next_batch = last;
+      for (int64_t i = first; i < last; ++i) group.push_back(train_split_->batch(i));
+      state_.next_batch = last;
       const UpdateResult r =
-          train_update(model, group, *optimizer, *scheduler, state, update_params, world, segment.get());
+          train_update(*model_, group, *optimizer_, *scheduler_, state_, update_params, world_, segment_.get());
       if (!r.applied()) {
-        ++nan_in_a_row;
-        log_warning("update " + std::to_string(state.num_updates + 1) + ": loss or gradient is not finite (loss " +
+        ++nan_in_a_row_;
+        log_warning("update " + std::to_string(state_.num_updates + 1) + ": loss or gradient is not finite (loss " +
                     std::to_string(r.loss_sum / std::max(r.ntokens, 1.0)) + "); skipping this update (" +
-                    std::to_string(nan_in_a_row) + " in a row, at most --max-consecutive-nan " +
+                    std::to_string(nan_in_a_row_) + " in a row, at most --max-consecutive-nan " +
                     std::to_string(c.max_consecutive_nan) + ")");
-        if (nan_in_a_row >= c.max_consecutive_nan)
+        if (nan_in_a_row_ >= c.max_consecutive_nan)
           throw Error(ErrorKind::Numeric,
-                      "training stopped: " + std::to_string(nan_in_a_row) +
+                      "training stopped: " + std::to_string(nan_in_a_row_) +
                           " updates in a row had a non-finite loss or gradient (after update " +
-                          std::to_string(state.num_updates) + ")",
+                          std::to_string(state_.num_updates) + ")",
                       "lower --lr, set --clip-norm, or check the data; the checkpoints already written (" +
                           ckpt_path(c, "checkpoint_last.pt") + ") are untouched");
       } else {
-        nan_in_a_row = 0;
-        state.epoch_loss_sum += r.loss_sum;
-        state.epoch_ntokens += r.ntokens;
-        log_loss += r.loss_sum;
-        log_tokens += r.ntokens;
-        log_bsz += r.nsentences;
-        log_gnorm += r.gnorm;
-        log_clip += (c.optim.clip_norm > 0 && r.gnorm > c.optim.clip_norm) ? 1.0 : 0.0;
-        ++log_updates;
-        progress.bar(state.epoch, state.next_batch, nb, r.loss_sum / std::max(r.ntokens, 1.0) / kLn2);
-        if (state.num_updates % c.log_interval == 0 && world.is_main()) {
-          const double dt = std::max(now_seconds() - log_t0, 1e-9);
-          const double l2 = log_loss / std::max(log_tokens, 1.0) / kLn2;
-          nlohmann::ordered_json f = {{"epoch", state.epoch},
-                                      {"update", static_cast<double>(state.epoch - 1) +
-                                                     static_cast<double>(state.next_batch) / static_cast<double>(nb)},
-                                      {"loss", l2},
-                                      {"ppl", std::pow(2.0, l2)},
-                                      {"wps", log_tokens / dt},
-                                      {"ups", static_cast<double>(log_updates) / dt},
-                                      {"wpb", log_tokens / static_cast<double>(log_updates)},
-                                      {"bsz", log_bsz / static_cast<double>(log_updates)},
-                                      {"num_updates", state.num_updates},
-                                      {"lr", lr_now()},
-                                      {"gnorm", log_gnorm / static_cast<double>(log_updates)}};
-          if (c.optim.clip_norm > 0) f["clip"] = 100.0 * log_clip / static_cast<double>(log_updates);
-          f["train_wall"] = now_seconds() - t_start;
-          f["wall"] = now_seconds() - t_start;
-          progress.log("train_inner", f);
-          log_loss = log_tokens = log_gnorm = log_clip = log_bsz = 0;
-          log_updates = 0;
-          log_t0 = now_seconds();
-        }
-        if (state.next_batch < nb) stop = validate_and_save(/*end_of_epoch=*/false);
-        test_hooks::maybe_stall(state.num_updates);
+        after_update(r, nb);
+        if (state_.next_batch < nb) stop = validate_and_save(/*end_of_epoch=*/false);
+        test_hooks::maybe_stall(state_.num_updates);
       }
-      // Every rank stops at the same update (a signal may reach only some of them).
-      int sig = stop_signal();
-      if (world.size() > 1) {
-        double s = sig;
-        world.allreduce_sum(&s, 1);
-        sig = s > 0 ? (sig != 0 ? sig : SIGTERM) : 0;
-      }
-      if (sig != 0) {
-        log_warning("received signal " + std::to_string(sig) + ": saving checkpoint_last.pt and stopping");
-        save({"checkpoint_last.pt"});
-        exit_code = 128 + sig;
-      }
+      exit_code = stop_requested();
     }
     if (stop || exit_code != 0) break;
     // End of the epoch (fairseq: validate_and_save(end_of_epoch=True), then the epoch line).
-    progress.end_bar();
-    if (state.epoch_ntokens > 0 && world.is_main()) {
-      const double l2 = state.epoch_loss_sum / state.epoch_ntokens / kLn2;
-      progress.log("train", {{"epoch", state.epoch},
-                             {"train_loss", l2},
-                             {"train_ppl", std::pow(2.0, l2)},
-                             {"train_num_updates", state.num_updates},
-                             {"train_lr", lr_now()},
-                             {"train_wall", now_seconds() - t_start}});
-    }
+    progress_.end_bar();
+    end_of_epoch_log();
     stop = validate_and_save(/*end_of_epoch=*/true);
   }
-  progress.end_bar();
-  if (world.is_main())
-    log_info("done training at update " + std::to_string(state.num_updates) + " in " +
-             std::to_string(now_seconds() - t_start) + " seconds");
+  progress_.end_bar();
+  if (world_.is_main())
+    log_info("done training at update " + std::to_string(state_.num_updates) + " in " +
+             std::to_string(now_seconds() - t_start_) + " seconds");
   return exit_code;
+}
+
+}  // namespace
+
+int run_training(TrainConfig c) {
+  arm_graceful_stop();  // core/signals.h: SIGINT/SIGTERM now save checkpoint_last.pt and stop
+  check_run_flags(c);
+  TrainingRun run(std::move(c));
+  return run.run();
 }
 
 }  // namespace stretch::train
