@@ -48,13 +48,14 @@ void random_batch(Rng& rng, const models::ModelInfo& cfg, int64_t pad, Tensor& s
 
 train::OptimSettings optim_settings(const nlohmann::json& j, int64_t* max_update) {
   train::OptimSettings s;
-  s.optimizer = j.value("optimizer", s.optimizer);
+  if (j.contains("optimizer")) s.optimizer = optim::parse_optimizer_kind(j.at("optimizer").get<std::string>());
   if (j.contains("lr")) s.lr = {j.at("lr").get<double>()};
   s.momentum = j.value("momentum", s.momentum);
   s.weight_decay = j.value("weight_decay", s.weight_decay);
   s.adam_betas = j.value("adam_betas", s.adam_betas);
   s.adam_eps = j.value("adam_eps", s.adam_eps);
-  s.lr_scheduler = j.value("lr_scheduler", s.lr_scheduler);
+  if (j.contains("lr_scheduler"))
+    s.lr_scheduler = optim::parse_scheduler_kind(j.at("lr_scheduler").get<std::string>());
   s.warmup_updates = j.value("warmup_updates", s.warmup_updates);
   s.warmup_init_lr = j.value("warmup_init_lr", s.warmup_init_lr);
   s.min_lr = j.value("min_lr", s.min_lr);

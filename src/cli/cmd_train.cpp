@@ -2,6 +2,7 @@
 // train::run_training(). Model flags given on the command line override the --arch preset,
 // as fairseq's architecture functions fill only what is still unset.
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
@@ -13,6 +14,26 @@
 #include "train/trainer.h"
 
 namespace stretch::cli {
+
+namespace {
+// --flag NAME for an enum with `count` values 0..count-1 and the layer's one name function:
+// CLI11 checks the name against the list; the value is set from it.
+template <class E>
+CLI::Option* add_enum_option(CLI::App& sub, const std::string& flag, E& target, int count, const char* (*name)(E),
+                             const std::string& help = "") {
+  std::vector<std::string> names;
+  for (int i = 0; i < count; ++i) names.push_back(name(static_cast<E>(i)));
+  return sub.add_option_function<std::string>(
+                flag,
+                [&target, count, name](const std::string& v) {
+                  for (int i = 0; i < count; ++i)
+                    if (v == name(static_cast<E>(i))) target = static_cast<E>(i);
+                },
+                help)
+      ->check(CLI::IsMember(names))
+      ->default_str(name(target));
+}
+}  // namespace
 
 void add_train(CLI::App& sub, Runner& run) {
   auto cfg = std::make_shared<train::TrainConfig>();
@@ -36,8 +57,8 @@ void add_train(CLI::App& sub, Runner& run) {
       ->check(CLI::IsMember({"language_modeling"}));
   sub.add_option("--tokens-per-sample", c.tokens_per_sample, "block length L (training length)")
       ->transform(int_at_least(1, "the training block length"))->capture_default_str();
-  sub.add_option("--sample-break-mode", c.sample_break_mode, "none | eos | complete")
-      ->check(CLI::IsMember({"none", "eos", "complete"}))->capture_default_str();
+  add_enum_option(sub, "--sample-break-mode", c.sample_break_mode, data::kBreakModeCount, data::break_mode_name,
+                  "none | eos | complete");
   sub.add_option("--max-tokens", c.max_tokens, "max tokens per batch (per process)")
       ->transform(int_at_least(0, "0: unset; give --max-tokens or --batch-size"));
   sub.add_option("--batch-size,--max-sentences", c.batch_size, "max blocks per batch")
@@ -81,8 +102,7 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_flag("--dump-config", *dump_config, "print the effective configuration as JSON and exit");
 
   // Optimization
-  sub.add_option("--optimizer", o.optimizer)
-      ->check(CLI::IsMember({"nag", "adam", "adamw", "sgd", "adagrad", "adagrad_with_grad_clip"}))->capture_default_str();
+  add_enum_option(sub, "--optimizer", o.optimizer, optim::kOptimizerKindCount, optim::optimizer_kind_name);
   sub.add_option("--lr", *lr_text, "learning rate; fairseq's list \"0.25,0.1\" gives --lr-scheduler fixed one per epoch")
       ->capture_default_str();
   sub.add_option("--momentum", o.momentum)->capture_default_str();
@@ -90,8 +110,7 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--adam-betas", o.adam_betas)->capture_default_str();
   sub.add_option("--adam-eps", o.adam_eps)->capture_default_str();
   sub.add_option("--adagrad-clip", o.adagrad_clip);
-  sub.add_option("--lr-scheduler", o.lr_scheduler)
-      ->check(CLI::IsMember({"fixed", "inverse_sqrt", "cosine", "polynomial_decay"}))->capture_default_str();
+  add_enum_option(sub, "--lr-scheduler", o.lr_scheduler, optim::kSchedulerKindCount, optim::scheduler_kind_name);
   sub.add_option("--warmup-updates", o.warmup_updates)->transform(int_at_least(0, "0: no warmup"));
   sub.add_option("--warmup-init-lr", o.warmup_init_lr);
   sub.add_option("--min-lr", o.min_lr);

@@ -25,6 +25,7 @@ enum class BreakMode : uint8_t { None, Eos, Complete };
 // "none" | "eos" | "complete" (fairseq's --sample-break-mode); Error naming the flag otherwise.
 BreakMode parse_break_mode(const std::string& s);
 const char* break_mode_name(BreakMode m);
+inline constexpr int kBreakModeCount = 3;
 
 struct TokenBlockParams {
   int64_t block_size = 512;             // L = --tokens-per-sample

@@ -75,7 +75,7 @@ std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::s
   auto stream = open_split_stream(data_dir, split, data);
   auto blocks = std::make_shared<const data::TokenBlocks>(
       stream, data::TokenBlockParams{.block_size = o.tokens_per_sample,
-                                     .break_mode = data::parse_break_mode(o.sample_break_mode),
+                                     .break_mode = o.sample_break_mode,
                                      .eos = data.eos});
   data::BatchIteratorParams p;
   p.size = {.max_tokens = o.max_tokens, .max_sentences = o.batch_size,

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "data/token_blocks.h"
 #include "tensor/tensor.h"
 
 namespace stretch::data {
@@ -23,7 +24,7 @@ struct LmBatch {
 
 struct LmSplitOptions {
   int64_t tokens_per_sample = 512;
-  std::string sample_break_mode = "none";
+  data::BreakMode sample_break_mode = data::BreakMode::None;
   int64_t max_tokens = 0;
   int64_t batch_size = 0;
   int64_t required_batch_size_multiple = 8;

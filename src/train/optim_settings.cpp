@@ -4,7 +4,7 @@ namespace stretch::train {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const OptimSettings& s) {
   optim::OptimizerConfig c;
-  c.kind = optim::parse_optimizer_kind(s.optimizer);
+  c.kind = s.optimizer;
   if (c.kind == optim::OptimizerKind::Nag || c.kind == optim::OptimizerKind::Sgd) {
     // fairseq's nag defaults to 0.99; sgd to 0 (the flag's own default here is nag's).
     c.momentum = (c.kind == optim::OptimizerKind::Sgd && s.momentum == 0.99) ? 0.0 : s.momentum;
@@ -20,7 +20,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const OptimSettings& s) {
 
 std::unique_ptr<optim::LrSchedule> make_scheduler(const OptimSettings& s, int64_t max_update) {
   optim::SchedulerConfig c;
-  c.kind = optim::parse_scheduler_kind(s.lr_scheduler);
+  c.kind = s.lr_scheduler;
   c.lr = s.lr;
   if (s.warmup_updates > 0 || c.kind != optim::SchedulerKind::InverseSqrt) c.warmup_updates = s.warmup_updates;
   c.warmup_init_lr = s.warmup_init_lr;

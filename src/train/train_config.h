@@ -6,20 +6,24 @@
 #include <string>
 #include <vector>
 
+#include "data/token_blocks.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+
 
 namespace stretch::train {
 
 enum class LogFormat : uint8_t { Simple, Json, None };
 
 struct OptimSettings {
-  std::string optimizer = "nag";     // nag | adam | adamw | sgd | adagrad | adagrad_with_grad_clip
+  optim::OptimizerKind optimizer = optim::OptimizerKind::Nag;  // --optimizer (optim/optimizer.h names)
   std::vector<double> lr = {0.25};    // --lr "0.25" or "0.25,0.1" (fixed: one per epoch, the last repeats)
   double momentum = 0.99;             // nag / sgd
   double weight_decay = 0.0;
   std::string adam_betas = "(0.9, 0.999)";
   double adam_eps = 1e-8;
   double adagrad_clip = 0.0;
-  std::string lr_scheduler = "fixed"; // fixed | inverse_sqrt | cosine | polynomial_decay
+  optim::SchedulerKind lr_scheduler = optim::SchedulerKind::Fixed;  // --lr-scheduler (optim/lr_scheduler.h)
   int64_t warmup_updates = 0;
   double warmup_init_lr = -1;         // < 0: scheduler default
   double min_lr = 0.0;
@@ -39,7 +43,7 @@ struct TrainConfig {
   std::string data;                    // data-bin directory (positional)
   std::string task = "language_modeling";
   int64_t tokens_per_sample = 512;
-  std::string sample_break_mode = "none";
+  data::BreakMode sample_break_mode = data::BreakMode::None;  // --sample-break-mode
   int64_t max_tokens = 0;
   int64_t batch_size = 0;
   int64_t required_batch_size_multiple = 8;

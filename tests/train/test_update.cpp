@@ -62,9 +62,9 @@ struct TrainRun {
 
 OptimSettings nag_settings(double clip) {
   OptimSettings s;
-  s.optimizer = "nag";
+  s.optimizer = optim::OptimizerKind::Nag;
   s.lr = {0.2};
-  s.lr_scheduler = "cosine";  // no warmup: update 1 runs at the full rate (period: max_update 10)
+  s.lr_scheduler = optim::SchedulerKind::Cosine;  // no warmup: update 1 runs at the full rate (period: max_update 10)
   s.clip_norm = clip;
   return s;
 }
@@ -166,7 +166,7 @@ TEST(TrainUpdate, FillBatchesContributeNothing) {
 // u = schedule(u − 1), gnorm before clipping.
 TEST(TrainUpdate, ReportsFairseqQuantities) {
   OptimSettings s = nag_settings(1e-3);
-  s.lr_scheduler = "fixed";
+  s.lr_scheduler = optim::SchedulerKind::Fixed;
   s.warmup_updates = 4;  // fixed with warmup: update u uses lr · u / 4
   TrainRun run(s);
   for (const auto& [name, var] : run.model.params().items())
