@@ -22,6 +22,8 @@ void describe_build() {
   std::cout << "stretch " << STRETCH_VERSION << "\n"
             << "threads: " << num_threads() << "\n"
             << "gemm: oneDNN " << v->major << "." << v->minor << "." << v->patch << "\n"
+            << "bf16 matmul: " << (ops::bf16_matmul_supported() ? "supported" : "not supported") << " ("
+            << ops::cpu_isa_summary() << ")\n"
             << "data dir: " << STRETCH_DATA_DIR << "\n";
 }
 

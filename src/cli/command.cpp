@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "core/threads.h"
 
@@ -20,6 +21,10 @@ void add_common_options(CLI::App& sub, CommonOptions& opts) {
 }
 
 void apply_common_options(const CommonOptions& opts) {
+  // At startup, not at the first GEMM (minutes into a run, after the data is loaded).
+  if (opts.precision == ops::GemmPrecision::Bf16 && !ops::bf16_matmul_supported())
+    fail_usage("--bf16/--fp16: bf16 matmul is not supported on this CPU (" + ops::cpu_isa_summary() + ")",
+               ops::kBf16Hint);
   set_num_threads(opts.threads);
   ops::set_matmul_precision(opts.precision);
 }

@@ -30,6 +30,8 @@ struct CommonOptions {
   ops::GemmPrecision precision = ops::GemmPrecision::Fp32;
 };
 void add_common_options(CLI::App& sub, CommonOptions& opts);
+// Applies them; --bf16 on a CPU without bf16 matmul (ops::bf16_matmul_supported) is a usage
+// error here (exit 2), before anything is read or built.
 void apply_common_options(const CommonOptions& opts);
 
 // An integer flag's check, as fairseq's int() parses it, with a short message of our own (CLI11's

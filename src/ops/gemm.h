@@ -10,6 +10,7 @@
 // when there is a bias, an epilogue or bf16.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace stretch::ops {
 
@@ -50,6 +51,19 @@ struct BatchStrides {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 void gemm_batched(const GemmParams& p, const BatchStrides& s, const float* a, const float* b, float* c);
+
+// Whether this CPU can run Bf16 GEMMs at all: oneDNN 2.x has bf16 matmul kernels only from
+// AVX-512 up (avx512_core: bf16 emulated with fp32 FMAs; avx512_core_bf16 / AMX: native), and
+// none for AVX2 (e.g. Zen 3). Probed once (creating a small bf16 matmul primitive descriptor),
+// then cached. Where it is false, gemm() under Bf16 throws stretch::Error (usage, exit 2) naming
+// bf16 and the CPU instead of failing inside oneDNN, and `stretch ... --bf16` fails at startup.
+bool bf16_matmul_supported();
+// One line about this CPU for messages: oneDNN's effective ISA and the bf16-relevant flags,
+// e.g. "oneDNN ISA avx2; avx2 yes, avx512f no, avx512_bf16 no, amx_bf16 no".
+std::string cpu_isa_summary();
+// The hint given with that error.
+inline constexpr const char* kBf16Hint =
+    "bf16 needs a CPU with AVX-512 (bf16 emulation) or AMX/AVX512_BF16; run without --bf16";
 
 // The precision of the model's matrix products (the linear layers; attention's tile products
 // and everything else stay fp32). Process-wide, set once by `stretch train/eval-lm --bf16`.

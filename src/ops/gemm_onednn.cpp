@@ -120,7 +120,53 @@ void gemm_matmul(const GemmParams& p, const float* a, const float* b, float* c, 
   e.stream.wait();
 }
 
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "unknown";
+  }
+}
+
 }  // namespace
+
+bool bf16_matmul_supported() {
+  // Thread-safe one-time probe. The descriptor is what fails on a CPU without bf16 kernels
+  // ("could not create a primitive descriptor iterator"); bias, post-ops and shapes do not
+  // change the answer (every oneDNN 2.x bf16 matmul implementation requires avx512_core).
+  static const bool supported = [] {
+    try {
+      using dt = dnnl::memory::data_type;
+      const dnnl::memory::desc a({16, 16}, dt::bf16, dnnl::memory::dims{16, 1});
+      const dnnl::memory::desc b({16, 16}, dt::bf16, dnnl::memory::dims{16, 1});
+      const dnnl::memory::desc c({16, 16}, dt::f32, dnnl::memory::dims{16, 1});
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine().engine);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return supported;
+}
+
+std::string cpu_isa_summary() {
+  auto yn = [](bool b) { return b ? "yes" : "no"; };
+  std::string s = std::string("oneDNN ISA ") + isa_name(dnnl::get_effective_cpu_isa());
+#if defined(__GNUC__) && defined(__x86_64__)
+  __builtin_cpu_init();
+  s += std::string("; avx2 ") + yn(__builtin_cpu_supports("avx2")) + ", avx512f " + yn(__builtin_cpu_supports("avx512f")) +
+       ", avx512_bf16 " + yn(__builtin_cpu_supports("avx512bf16")) + ", amx_bf16 " + yn(__builtin_cpu_supports("amx-bf16"));
+#endif
+  return s;
+}
 
 void set_matmul_precision(GemmPrecision p) { g_precision = p; }
 GemmPrecision matmul_precision() { return g_precision; }
@@ -146,11 +192,13 @@ void gemm(const GemmParams& p, const float* a, const float* b, float* c) {
     STRETCH_CHECK(st == dnnl_success, "dnnl_sgemm failed with status " << static_cast<int>(st));
     return;
   }
+  const bool bf16 = p.precision == GemmPrecision::Bf16;
+  if (bf16 && !bf16_matmul_supported())
+    throw Error(ErrorKind::Usage, "bf16 matmul is not supported on this CPU (" + cpu_isa_summary() + ")", kBf16Hint);
   try {
     gemm_matmul(p, a, b, c, lda, ldb, ldc);
   } catch (const dnnl::error& e) {
-    throw Error(ErrorKind::Internal, std::string("oneDNN matmul failed: ") + e.what(),
-                "bf16 needs a CPU with AVX-512 (bf16 emulation) or AMX/AVX512_BF16; run without --bf16");
+    throw Error(ErrorKind::Internal, std::string("oneDNN matmul failed: ") + e.what(), bf16 ? kBf16Hint : "");
   }
 }
 

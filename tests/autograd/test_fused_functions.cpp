@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
+#include "bf16_support.h"
 #include "autograd/tape.h"
 #include "core/rng.h"
 #include "ops/gemm.h"
@@ -165,6 +166,12 @@ TEST(FusedFunctions, Bf16LinearRoundsOnceWithTheSameResult) {
   } guard;
   ops::set_matmul_precision(ops::GemmPrecision::Bf16);
   const int64_t N = 29, I = 40, O = 23;
+  if (!ops::bf16_matmul_supported()) {  // autograd's linear must surface the refusal, not crash
+    Var x = random_var({N, I}, 71), w = random_var({O, I}, 72), b = random_var({O}, 73);
+    testing::expect_bf16_refused([&] { linear(x, w, b, ops::LinearEpilogue::None); });
+    if (HasFailure()) return;
+    GTEST_SKIP() << testing::bf16_skip_message();
+  }
   for (auto epi : {ops::LinearEpilogue::None, ops::LinearEpilogue::Relu}) {
     Var x = random_var({N, I}, 71), w = random_var({O, I}, 72), b = random_var({O}, 73);
     Var dy_src = random_var({N, O}, 74);

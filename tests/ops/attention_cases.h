@@ -89,7 +89,8 @@ struct Problem {
 
 inline std::vector<double> to_double(const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); }
 
-// max |a − b| / max(max |b|, floor): an error relative to the tensor's scale.
+// max |a − b| / max(max |b|, floor): an error relative to the tensor's scale. For out, lse and
+// the bias-parameter gradients; dq, dk and dv use gradient_error below.
 inline double scaled_error(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-3) {
   double err = 0.0, mag = floor;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -103,6 +104,108 @@ inline double scaled_error(const std::vector<float>& a, const std::vector<float>
     mag = std::max(mag, std::abs(y));
   }
   return err / mag;
+}
+
+// P_ij (with_dropout = false) or P_ij·Z_ij (true) as [B, H, T, S], from the double reference
+// forward itself (so every mask, window, padding, bias and dropout rule is the reference's): q and
+// k zero-padded to D' = max(D, S) with the scale kept at 1/sqrt(D), and v = the identity, so
+// out_i = Σ_j P_ij Z_ij e_j is row i of P·Z.
+inline std::vector<double> probabilities(const Problem& pb, bool with_dropout) {
+  const AttnCase& c = pb.c;
+  const int64_t BH = c.b * c.h, T = c.t, S = c.s, D = c.d, D2 = std::max(c.d, c.s);
+  AttentionParams p = pb.params();
+  p.scale = attention_scale(p);
+  p.d = D2;
+  if (!with_dropout) p.dropout.p = 0.f;
+  std::vector<double> q2(BH * T * D2, 0.0), k2(BH * S * D2, 0.0), v2(BH * S * D2, 0.0);
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t d = 0; d < D; ++d) q2[(bh * T + i) * D2 + d] = pb.q[(bh * T + i) * D + d];
+    for (int64_t j = 0; j < S; ++j) {
+      for (int64_t d = 0; d < D; ++d) k2[(bh * S + j) * D2 + d] = pb.k[(bh * S + j) * D + d];
+      v2[(bh * S + j) * D2 + j] = 1.0;
+    }
+  }
+  std::vector<double> out(BH * T * D2), lse(BH * T), prob(BH * T * S);
+  ref::attention_forward(out.data(), lse.data(), q2.data(), k2.data(), v2.data(), p);
+  for (int64_t r = 0; r < BH * T; ++r)
+    for (int64_t j = 0; j < S; ++j) prob[r * S + j] = out[r * D2 + j];
+  return prob;
+}
+
+// The magnitudes of what the backward sums, per element of dq, dk and dv (packed layouts), in
+// double. With dP_ij = Z_ij·dout_i·v_j and delta_i = dout_i·out_i = Σ_j P_ij·dP_ij,
+//   dq_i = scale Σ_j P_ij (dP_ij − delta_i) k_j,  dk_j = scale Σ_i P_ij (dP_ij − delta_i) q_i,
+//   dv_j = Σ_i P_ij Z_ij dout_i,
+// and each dot product is itself a sum over D. Summed in fp32, each result carries an error of
+// order eps · (the sum of the |terms| that enter it), however much they cancel (Higham, Accuracy
+// and Stability of Numerical Algorithms, §4.2):
+//   A_ij = Σ_d |dout_id|·|v_jd|       (the terms of dout_i·v_j)
+//   M_i  = Σ_j P_ij Z_ij A_ij          (the terms of delta_i, through out_i = Σ_j P_ij Z_ij v_j)
+//   dq: scale Σ_j (P_ij Z_ij A_ij + P_ij M_i) |k_j|   dk: scale Σ_i (P_ij Z_ij A_ij + P_ij M_i) |q_i|
+//   dv: Σ_i P_ij Z_ij |dout_i|
+struct GradTerms {
+  std::vector<double> dq, dk, dv;
+};
+inline GradTerms grad_terms(const Problem& pb) {
+  const AttnCase& c = pb.c;
+  const int64_t BH = c.b * c.h, T = c.t, S = c.s, D = c.d;
+  const double scale = attention_scale(pb.params());
+  const std::vector<double> P = probabilities(pb, false), PZ = probabilities(pb, true);
+  GradTerms g{std::vector<double>(BH * T * D, 0.0), std::vector<double>(BH * S * D, 0.0),
+              std::vector<double>(BH * S * D, 0.0)};
+  std::vector<double> A(T * S), G(T * S);
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    const float* q = pb.q.data() + bh * T * D;
+    const float* k = pb.k.data() + bh * S * D;
+    const float* v = pb.v.data() + bh * S * D;
+    const float* dout = pb.dout.data() + bh * T * D;
+    const double* p = P.data() + bh * T * S;
+    const double* pz = PZ.data() + bh * T * S;
+    for (int64_t i = 0; i < T; ++i) {
+      double m = 0.0;
+      for (int64_t j = 0; j < S; ++j) {
+        double a = 0.0;
+        for (int64_t d = 0; d < D; ++d) a += std::abs(static_cast<double>(dout[i * D + d]) * v[j * D + d]);
+        A[i * S + j] = a;
+        m += pz[i * S + j] * a;
+      }
+      for (int64_t j = 0; j < S; ++j) G[i * S + j] = pz[i * S + j] * A[i * S + j] + p[i * S + j] * m;
+    }
+    double* gq = g.dq.data() + bh * T * D;
+    double* gk = g.dk.data() + bh * S * D;
+    double* gv = g.dv.data() + bh * S * D;
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < S; ++j) {
+        const double gij = G[i * S + j], pzij = pz[i * S + j];
+        if (gij == 0.0 && pzij == 0.0) continue;
+        for (int64_t d = 0; d < D; ++d) {
+          gq[i * D + d] += scale * gij * std::abs(k[j * D + d]);
+          gk[j * D + d] += scale * gij * std::abs(q[i * D + d]);
+          gv[j * D + d] += pzij * std::abs(dout[i * D + d]);
+        }
+      }
+  }
+  return g;
+}
+
+// max |a − b| / max(floor, max |b|, max terms): scaled_error with the scale taken from the sum of
+// |terms| that enter each gradient element (grad_terms) rather than from the result alone. The two
+// agree when the terms do not cancel; where they cancel exactly — a row that sees one key (window
+// 1, or one unpadded key): P = 1, dP = delta, so dq = dk = 0 in exact arithmetic — max |b| is 0,
+// the fast kernel returns fp32 rounding of (dP − delta) (~1e-8 with O(1) operands: delta is a
+// SIMD reduction, dP a tile product, summed in different orders), and the old metric divided that
+// by its 1e-3 floor. Measured against the terms it is ~1e-8; a wrong or missing term is O(1)
+// relative to them (see AttentionMetric.CatchesAWrongGradient).
+inline double gradient_error(const std::vector<float>& a, const std::vector<float>& b, const std::vector<double>& terms,
+                             double floor = 1e-3) {
+  double mag = floor;
+  for (double t : terms) mag = std::max(mag, t);
+  const double rel = scaled_error(a, b, floor);  // max |a − b| / max(floor, max |b|), inf/NaN aware
+  if (!std::isfinite(rel)) return rel;
+  double bmax = floor;
+  for (float y : b) bmax = std::max(bmax, static_cast<double>(std::abs(y)));
+  return rel * bmax / std::max(mag, bmax);
 }
 
 }  // namespace stretch::ops::testing

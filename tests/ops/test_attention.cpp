@@ -2,7 +2,9 @@
 // and every gradient (q, k, v, slopes, T5 table), over the edge-shape registry below.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "attention_cases.h"
@@ -12,6 +14,9 @@ namespace stretch::ops {
 namespace {
 
 using testing::AttnCase;
+using testing::gradient_error;
+using testing::grad_terms;
+using testing::GradTerms;
 using testing::Learn;
 using testing::Padding;
 using testing::Problem;
@@ -27,8 +32,16 @@ constexpr auto kBidir = AttentionMask::Bidirectional;
 // measured maximum over this registry is 7e-7 for q/k/v/out/lse and 1.3e-6 for the parameter
 // gradients (which sum over all B·T·S scores). 1e-5 and 2e-5 keep a >= 10× margin over the
 // measurement, while a wrong mask, bias, scale or dropout mask gives errors of 1e-2 or more.
+// dq, dk and dv are measured by gradient_error (attention_cases.h): relative to the magnitude of
+// the terms summed into each element rather than to the result, which is 0 where they cancel
+// exactly (win1_none: one visible key per query, so dq = dk = 0 and only rounding remains).
 constexpr double kTol = 1e-5;
 constexpr double kTolParam = 2e-5;
+// dq and dk under gradient_error: the terms they sum are ~10× larger than the result (they
+// cancel), so the same strictness is ~10× smaller a number. Measured maximum over this registry
+// (AVX2 host): 1.1e-7 (old metric: 6.5e-7, and 4.2e-5 for win1_none); 2e-6 keeps an 18× margin.
+// dv's terms barely cancel: kTol (measured 4.2e-7).
+constexpr double kTolGrad = 2e-6;
 
 std::vector<AttnCase> cases() {
   using BP = BiasPolicy;
@@ -123,9 +136,10 @@ TEST_P(AttentionCase, FastMatchesReference) {
                      out.data(), lse.data(), p);
   ref::attention_backward(dq_r.data(), dk_r.data(), dv_r.data(), g_r, pb.dout.data(), pb.q.data(), pb.k.data(),
                           pb.v.data(), out_r.data(), lse_r.data(), p);
-  EXPECT_LE(scaled_error(dq, dq_r), kTol) << "dq";
-  EXPECT_LE(scaled_error(dk, dk_r), kTol) << "dk";
-  EXPECT_LE(scaled_error(dv, dv_r), kTol) << "dv";
+  const GradTerms terms = grad_terms(pb);
+  EXPECT_LE(gradient_error(dq, dq_r, terms.dq), kTolGrad) << "dq";
+  EXPECT_LE(gradient_error(dk, dk_r, terms.dk), kTolGrad) << "dk";
+  EXPECT_LE(gradient_error(dv, dv_r, terms.dv), kTol) << "dv";
   if (learn && c.bias != BiasPolicy::None) {
     if (c.bias == BiasPolicy::T5) {
       EXPECT_LE(scaled_error(dt, dt_r), kTolParam) << "dt5_table";
@@ -224,6 +238,7 @@ TEST_P(AttentionCase, StridedLayoutMatchesPacked) {
   std::vector<float> dq_r(pb.n_q(), 0.f), dk_r(pb.n_kv(), 0.f), dv_r(pb.n_kv(), 0.f);
   ref::attention_backward(dq_r.data(), dk_r.data(), dv_r.data(), {}, pb.dout.data(), pb.q.data(), pb.k.data(),
                           pb.v.data(), out_r.data(), lse_r.data(), p);
+  const GradTerms terms = grad_terms(pb);
   for (int impl = 0; impl < 2; ++impl) {
     SCOPED_TRACE(impl == 0 ? "fast" : "reference");
     std::vector<float> out_s(static_cast<size_t>(B * T * HD)), lse(pb.n_rows());
@@ -245,13 +260,74 @@ TEST_P(AttentionCase, StridedLayoutMatchesPacked) {
     else
       ref::attention_backward(dqkv.data(), dkv.data(), dkv.data() + HD, {}, dout_s.data(), qkv.data(), kv.data(),
                               kv.data() + HD, out_s.data(), lse.data(), ps);
-    EXPECT_LE(scaled_error(gather(dqkv, 0, ps.layout.q, T), dq_r), kTol) << "dq";
-    EXPECT_LE(scaled_error(gather(dkv, 0, ps.layout.kv, S), dk_r), kTol) << "dk";
-    EXPECT_LE(scaled_error(gather(dkv, HD, ps.layout.kv, S), dv_r), kTol) << "dv";
+    EXPECT_LE(gradient_error(gather(dqkv, 0, ps.layout.q, T), dq_r, terms.dq), kTolGrad) << "dq";
+    EXPECT_LE(gradient_error(gather(dkv, 0, ps.layout.kv, S), dk_r, terms.dk), kTolGrad) << "dk";
+    EXPECT_LE(gradient_error(gather(dkv, HD, ps.layout.kv, S), dv_r, terms.dv), kTol) << "dv";
     // The k/v slots of the qkv gradient buffer are not the kernel's: untouched.
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t)
         for (int64_t x = HD; x < 3 * HD; ++x) ASSERT_EQ(dqkv[(b * T + t) * 3 * HD + x], kGarbage);
+  }
+}
+
+// gradient_error must still catch real bugs. dq and dk are rebuilt here in double from the
+// reference's probabilities (testing::probabilities), correctly — which must pass, a check of
+// grad_terms' inputs — and with a term dropped or a wrong scale, which must fail by far, both
+// where the true gradient is exactly 0 (win1_none) and in ordinary cases.
+TEST(AttentionMetric, CatchesAWrongGradient) {
+  for (const char* name : {"win1_none", "t70_h8_d64_alibi", "dropout_alibi", "pad_some_none"}) {
+    SCOPED_TRACE(name);
+    const auto all = cases();
+    const auto it = std::find_if(all.begin(), all.end(), [&](const AttnCase& c) { return c.name == name; });
+    ASSERT_NE(it, all.end());
+    const Problem pb(*it);
+    const AttentionParams p = pb.params();
+    const int64_t BH = it->b * it->h, T = it->t, S = it->s, D = it->d;
+    const double scale = attention_scale(p);
+    std::vector<float> out_r(pb.n_q()), lse_r(pb.n_rows()), dq_r(pb.n_q(), 0.f), dk_r(pb.n_kv(), 0.f),
+        dv_r(pb.n_kv(), 0.f);
+    ref::attention_forward(out_r.data(), lse_r.data(), pb.q.data(), pb.k.data(), pb.v.data(), p);
+    ref::attention_backward(dq_r.data(), dk_r.data(), dv_r.data(), {}, pb.dout.data(), pb.q.data(), pb.k.data(),
+                            pb.v.data(), out_r.data(), lse_r.data(), p);
+    const GradTerms terms = grad_terms(pb);
+    const std::vector<double> P = testing::probabilities(pb, false), PZ = testing::probabilities(pb, true);
+    // variant 0: correct; 1: without delta (dS = P·dP); 2: without dP (dS = −P·delta); 3: scale²
+    for (int variant = 0; variant < 4; ++variant) {
+      std::vector<double> dq(pb.n_q(), 0.0), dk(pb.n_kv(), 0.0);
+      for (int64_t bh = 0; bh < BH; ++bh)
+        for (int64_t i = 0; i < T; ++i) {
+          const int64_t r = bh * T + i;
+          std::vector<double> dp(S);
+          double delta = 0.0;
+          for (int64_t j = 0; j < S; ++j) {
+            double dot = 0.0;
+            for (int64_t d = 0; d < D; ++d) dot += double(pb.dout[r * D + d]) * pb.v[(bh * S + j) * D + d];
+            dp[j] = P[r * S + j] > 0.0 ? dot * PZ[r * S + j] / P[r * S + j] : 0.0;  // Z_ij · dout_i·v_j
+            delta += P[r * S + j] * dp[j];
+          }
+          for (int64_t j = 0; j < S; ++j) {
+            const double pij = P[r * S + j];
+            double ds = variant == 1 ? pij * dp[j] : variant == 2 ? -pij * delta : pij * (dp[j] - delta);
+            ds *= variant == 3 ? scale * scale : scale;
+            for (int64_t d = 0; d < D; ++d) {
+              dq[r * D + d] += ds * pb.k[(bh * S + j) * D + d];
+              dk[(bh * S + j) * D + d] += ds * pb.q[r * D + d];
+            }
+          }
+        }
+      const std::vector<float> dqf(dq.begin(), dq.end()), dkf(dk.begin(), dk.end());
+      const double eq = gradient_error(dqf, dq_r, terms.dq), ek = gradient_error(dkf, dk_r, terms.dk);
+      if (variant == 0) {
+        EXPECT_LE(eq, kTolGrad) << "correct dq";
+        EXPECT_LE(ek, kTolGrad) << "correct dk";
+      } else if (variant == 3 && std::string(name) == "win1_none") {
+        EXPECT_LE(eq, kTolGrad) << "0 · any scale is still 0";
+        EXPECT_LE(ek, kTolGrad) << "0 · any scale is still 0";
+      } else {
+        EXPECT_GT(eq, 100 * kTolGrad) << "wrong dq, variant " << variant << ": " << eq;
+        EXPECT_GT(ek, 100 * kTolGrad) << "wrong dk, variant " << variant << ": " << ek;
+      }
+    }
   }
 }
 

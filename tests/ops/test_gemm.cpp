@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "bf16_support.h"
 #include "core/rng.h"
 #include "ops/gemm.h"
 #include "tensor/dtype.h"
@@ -31,10 +32,13 @@ TEST(Gemm, MatchesReferenceAllTransposes) {
 // Bias, ReLU epilogue and bf16 inputs (the matmul-primitive route) against the same reference.
 // Under Bf16 both sides round the inputs to bf16 identically (round to nearest even) and a
 // product of two bf16 values is exact in fp32, so only the fp32 summation differs: the fp32
-// tolerance above applies unchanged.
+// tolerance above applies unchanged. Without bf16 matmul on this CPU the fp32 half still runs; the
+// bf16 half checks the refusal, and the test is skipped loudly.
 TEST(Gemm, BiasReluBf16MatchReference) {
   Rng rng(2);
-  for (GemmPrecision prec : {GemmPrecision::Fp32, GemmPrecision::Bf16})
+  const bool bf16 = bf16_matmul_supported();
+  for (GemmPrecision prec : {GemmPrecision::Fp32, GemmPrecision::Bf16}) {
+    if (prec == GemmPrecision::Bf16 && !bf16) break;
     for (int64_t m : {1, 9, 64}) for (int64_t n : {1, 17, 40}) for (int64_t k : {1, 130})
       for (Trans ta : {Trans::No, Trans::Yes}) for (Trans tb : {Trans::No, Trans::Yes})
         for (int variant = 0; variant < 3; ++variant) {  // 0: beta = 1; 1: bias; 2: bias + relu
@@ -54,6 +58,18 @@ TEST(Gemm, BiasReluBf16MatchReference) {
             for (float x : c) ASSERT_GE(x, 0.f);
           }
         }
+  }
+  if (!bf16) {
+    std::vector<float> a(9 * 17, 0.5f), b(17 * 40, 0.25f), bias(40, 1.f), c(9 * 40);
+    for (int variant = 0; variant < 3; ++variant)
+      testing::expect_bf16_refused([&] {
+        gemm({.m = 9, .n = 40, .k = 17, .beta = variant == 0 ? 1.f : 0.f, .bias = variant > 0 ? bias.data() : nullptr,
+              .epilogue = variant == 2 ? GemmEpilogue::Relu : GemmEpilogue::None, .precision = GemmPrecision::Bf16},
+             a.data(), b.data(), c.data());
+      });
+    if (HasFailure()) return;
+    GTEST_SKIP() << testing::bf16_skip_message() << " (the fp32 bias/ReLU checks passed)";
+  }
 }
 
 // Bf16 must really round: on random inputs with K = 256 the bf16 product differs from the fp32 one
@@ -65,6 +81,12 @@ TEST(Gemm, Bf16DiffersFromFp32ByBf16Rounding) {
   for (auto& x : a) x = rng.uniform(-1, 1);
   for (auto& x : b) x = rng.uniform(-1, 1);
   gemm({.m = m, .n = n, .k = k}, a.data(), b.data(), c32.data());
+  if (!bf16_matmul_supported()) {
+    testing::expect_bf16_refused(
+        [&] { gemm({.m = m, .n = n, .k = k, .precision = GemmPrecision::Bf16}, a.data(), b.data(), c16.data()); });
+    if (HasFailure()) return;
+    GTEST_SKIP() << testing::bf16_skip_message();
+  }
   gemm({.m = m, .n = n, .k = k, .precision = GemmPrecision::Bf16}, a.data(), b.data(), c16.data());
   double worst = 0;
   for (size_t i = 0; i < c32.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(c32[i]) - c16[i]));
@@ -74,7 +96,8 @@ TEST(Gemm, Bf16DiffersFromFp32ByBf16Rounding) {
 
 // round_to_bf16 is tensor/dtype.h's float_to_bf16 element by element (ties to even, NaN stays
 // NaN), with a leading dimension; and a GEMM given pre-rounded operands (a16/b16) gives bitwise
-// the result of the GEMM that rounds them itself, for every transpose combination.
+// the result of the GEMM that rounds them itself, for every transpose combination. round_to_bf16
+// is plain C++ and is checked on every CPU; the GEMMs need bf16 matmul.
 TEST(Gemm, PreRoundedBf16OperandsGiveTheSameResult) {
   Rng rng(4);
   {
@@ -95,6 +118,18 @@ TEST(Gemm, PreRoundedBf16OperandsGiveTheSameResult) {
           EXPECT_EQ(got, want) << r << "," << c;
         }
       }
+  }
+  if (!bf16_matmul_supported()) {
+    std::vector<float> a(33 * 70, 0.5f), b(70 * 20, 0.25f), c(33 * 20, 0.f);
+    std::vector<uint16_t> a16(a.size()), b16(b.size());
+    round_to_bf16(a16.data(), a.data(), 33, 70);
+    round_to_bf16(b16.data(), b.data(), 70, 20);
+    testing::expect_bf16_refused([&] {
+      gemm({.m = 33, .n = 20, .k = 70, .precision = GemmPrecision::Bf16, .a16 = a16.data(), .b16 = b16.data()},
+           a.data(), b.data(), c.data());
+    });
+    if (HasFailure()) return;
+    GTEST_SKIP() << testing::bf16_skip_message() << " (round_to_bf16 was checked)";
   }
   for (Trans ta : {Trans::No, Trans::Yes})
     for (Trans tb : {Trans::No, Trans::Yes}) {
