@@ -93,7 +93,14 @@ void load_weights(LanguageModel& model, const ModelFile& m) {
 std::unique_ptr<LanguageModel> load_model(const std::string& path, const nlohmann::json& overrides, OverrideUse use,
                                           ModelFile* contents) {
   ModelFile m = read_model_file(path);
-  std::unique_ptr<LanguageModel> model = build_model(apply_overrides(m.model, overrides, use, path));
+  std::unique_ptr<LanguageModel> model;
+  try {  // a bad value from the file's stored config or the overrides: name the file
+    model = build_model(apply_overrides(m.model, overrides, use, path));
+  } catch (const Error& e) {
+    std::string message = e.what();  // what() = message, then "\n  hint: " + hint when there is one
+    if (!e.hint().empty()) message.resize(message.size() - e.hint().size() - 9);
+    throw Error(e.kind(), path + ": " + message, e.hint());
+  }
   try {
     load_weights(*model, m);
   } catch (const Error& e) {

@@ -21,7 +21,8 @@ nlohmann::json resolve(const std::string& arch, const nlohmann::json& given, int
 
 nlohmann::json apply(const nlohmann::json& config, const nlohmann::json& overrides, OverrideUse use,
                      const std::string& source) {
-  TransformerLMConfig cfg = TransformerLMConfig::from_json(config);
+  TransformerLMConfig cfg;
+  cfg.apply_overrides(config, source + " (stored config)");
   nlohmann::json o = overrides;
   // The README commands override max_target_positions to the evaluation length (it sized the
   // fork's buffers); for learned positions that would resize the trained table, so there it is
