@@ -181,7 +181,8 @@ def load_runs(args, rows):
         results.setdefault((th, name), []).append((pair["A"], pair["B"]))
         loads += [pair["A"]["load1"], pair["B"]["load1"]]
     args.thread_list = sorted({th for th, _ in results})
-    args.repeats = "/".join(str(n) for n in sorted({len(v) for v in results.values()}))
+    counts = {th: sorted({len(v) for (t, _), v in results.items() if t == th}) for th in args.thread_list}
+    args.repeats = ", ".join("/".join(map(str, n)) + f" ({th} thread{'s' if th > 1 else ''})" for th, n in counts.items())
     return results, loads, elapsed
 
 
@@ -237,7 +238,7 @@ def pooled(th, rows, results, args):
             continue
         mean, se = statistics.mean(logs), statistics.stdev(logs) / math.sqrt(len(logs))
         slower = sum(x < 0 for x in logs)
-        out.append(f"- {th} thread(s), {mode}, all {len(logs)} pairs pooled: {args.label_after}/{args.label_before} "
+        out.append(f"- {th} thread{'s' if th > 1 else ''}, {mode}, all {len(logs)} pairs pooled: {args.label_after}/{args.label_before} "
                    f"(CPU) geometric mean **{math.exp(mean):.3f}**, 95% interval {math.exp(mean - 1.96 * se):.3f} - "
                    f"{math.exp(mean + 1.96 * se):.3f}; {args.label_after} slower in {slower} of {len(logs)} pairs.")
     return out
