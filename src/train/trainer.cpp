@@ -24,6 +24,7 @@
 #include "train/lm_data.h"
 #include "train/optim_settings.h"
 #include "train/progress.h"
+#include "train/save_dir.h"
 #include "train/test_hooks.h"
 #include "train/update.h"
 
@@ -149,6 +150,9 @@ int run_training(TrainConfig c) {
   if (c.log_interval < 1) fail_usage("--log-interval must be >= 1, got " + std::to_string(c.log_interval));
   if (c.max_consecutive_nan < 1)
     fail_usage("--max-consecutive-nan must be >= 1, got " + std::to_string(c.max_consecutive_nan));
+  // The --save-dir is checked, locked and tidied before any data is read (train/save_dir.h).
+  SaveDirLock save_dir_lock;
+  if (!c.no_save && world.is_main()) save_dir_lock = prepare_save_dir(c.save_dir);
   LmData data = open_lm_data(c.data);
   c.model["vocab_size"] = data.vocab_size;
   c.model["padding_idx"] = data.pad;
