@@ -1,9 +1,30 @@
 // cli/cmd_generate.cpp — `stretch generate DATA --path CKPT --prompt TEXT`: sampling with a KV cache.
+#include <cmath>
+#include <cstdlib>
+
 #include "cli/command.h"
 #include "cli/overrides.h"
 #include "eval/generate.h"
 
 namespace stretch::cli {
+namespace {
+
+// A real-valued flag's check: the value must parse as a whole number text, be finite (CLI11 alone
+// accepts "nan" and "inf", and NaN passes every range test) and satisfy `ok`; `rule` says what
+// is allowed.
+CLI::Validator finite_where(bool (*ok)(double), const std::string& rule) {
+  return CLI::Validator(
+      [ok, rule](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        if (value.empty() || end != value.c_str() + value.size()) return "'" + value + "' is not a number: " + rule;
+        if (!std::isfinite(v) || !ok(v)) return value + " is not allowed: " + rule;
+        return "";
+      },
+      "", "finite");
+}
+
+}  // namespace
 
 void add_generate(CLI::App& sub, Runner& run) {
   auto cfg = std::make_shared<eval::GenerateConfig>();
@@ -19,12 +40,14 @@ void add_generate(CLI::App& sub, Runner& run) {
   sub.add_option("--max-len,--max-len-b", c.sampling.max_len, "new tokens to generate")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  sub.add_option("--temperature", c.sampling.temperature, "0: greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub.add_option("--temperature", c.sampling.temperature, "0: greedy")
+      ->capture_default_str()
+      ->check(finite_where([](double v) { return v >= 0; }, "must be a finite number >= 0 (0: greedy)"));
   sub.add_option("--top-k,--sampling-topk", c.sampling.top_k, "sample from the k most likely tokens (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(int_at_least(0, "0: all tokens"));
   sub.add_option("--top-p,--sampling-topp", c.sampling.top_p, "nucleus sampling mass in (0, 1] (1: off)")
       ->capture_default_str()
-      ->check(CLI::Range(1e-6, 1.0));
+      ->check(finite_where([](double v) { return v > 0 && v <= 1; }, "must be a number in (0, 1] (1: off)"));
   sub.add_option("--seed", c.seed)->capture_default_str();
   sub.add_option("--nbest", c.nbest, "number of samples")->capture_default_str()->check(CLI::PositiveNumber);
   sub.add_option("--model-overrides", *overrides, "JSON or Python dict literal of model config keys");

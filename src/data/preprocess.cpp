@@ -11,9 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/orphans.h"
 #include "data/indexed_dataset.h"
 #include "data/mapped_file.h"
 
@@ -57,7 +59,23 @@ void warn_utf8(const std::string& path, const Utf8Report& r) {
               "use --byte-level for binary data)");
 }
 
-// A temporary directory next to the destination, removed unless committed.
+// Staging directories are named .<destdir name>.tmp-<pid>-XXXXXX next to the destination.
+std::string staging_prefix(const fs::path& dest) { return "." + dest.filename().string() + ".tmp-"; }
+
+// The pid in a staging directory's name, if `name` is one for `dest`.
+std::optional<pid_t> staging_pid(const fs::path& dest, const std::string& name) {
+  const std::string prefix = staging_prefix(dest);
+  if (name.rfind(prefix, 0) != 0) return std::nullopt;
+  const size_t dash = name.find('-', prefix.size());
+  if (dash == std::string::npos || dash + 7 != name.size()) return std::nullopt;  // "-XXXXXX"
+  const std::string digits = name.substr(prefix.size(), dash - prefix.size());
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return static_cast<pid_t>(std::stol(digits));
+}
+
+// A temporary directory next to the destination, removed unless committed (or, after a kill -9,
+// by the next preprocess into the same --destdir).
 class StagingDir {
  public:
   explicit StagingDir(const fs::path& dest) : dest_(dest) {
@@ -67,9 +85,9 @@ class StagingDir {
     if (ec)
       fail_io(parent.string(), "cannot create the directory for --destdir " + dest.string() + ": " + ec.message(),
               "choose a --destdir in a writable location");
-    std::string name(".");
-    name += dest.filename().string();
-    name += ".tmp-XXXXXX";
+    // Orphans of killed runs (their pid is in the name) are removed first (core/orphans.h).
+    remove_dead_orphans(parent.string(), [&dest](const std::string& n) { return staging_pid(dest, n); });
+    std::string name = staging_prefix(dest) + std::to_string(::getpid()) + "-XXXXXX";
     std::string templ = (parent / name).string();
     std::vector<char> buf(templ.begin(), templ.end());
     buf.push_back('\0');

@@ -29,9 +29,22 @@ double now_seconds() {
 struct NllStats {
   double sum = 0, sum_sq = 0;
   int64_t count = 0;
+  int64_t dropped_inf = 0;  // ±inf scores, dropped as fairseq drops them
   std::ofstream* dump = nullptr;
   void add(double nll, int64_t offset, int32_t target) {
-    if (!std::isfinite(nll)) return;  // fairseq drops ±inf scores from sum and count
+    // fairseq (sequence_scorer / eval_lm) drops ±inf scores from the sum and the count, but a
+    // NaN would pass its `inf` test and poison the mean: here it is an error, never dropped.
+    if (std::isnan(nll))
+      throw Error(ErrorKind::Numeric,
+                  "the score of the target at stream offset " + std::to_string(offset) + " (token id " +
+                      std::to_string(target) + ") is NaN",
+                  "the model computes NaN there: its weights (or --model-overrides) hold a NaN or overflow; check "
+                  "the checkpoint (`stretch info`), resume from an earlier one, or retrain with a lower --lr / "
+                  "--clip-norm");
+    if (std::isinf(nll)) {
+      ++dropped_inf;
+      return;
+    }
     sum += nll;
     sum_sq += nll * nll;
     ++count;
@@ -203,6 +216,7 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
   }
   r.seconds = now_seconds() - t0;
   r.count = stats.count;
+  r.dropped_inf = stats.dropped_inf;
   if (stats.count == 0) fail_input("eval-lm", "no token was scored", "is the split empty?");
   const double mean = stats.sum / stats.count;
   const double var = std::max(0.0, stats.sum_sq / stats.count - mean * mean);
@@ -221,6 +235,7 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
 nlohmann::json eval_result_json(const EvalResult& r) {
   const bool kv = r.protocol == EvalProtocol::KvCache;
   return {{"count", r.count},
+          {"dropped_inf", r.dropped_inf},
           {"loss_base2", r.loss2},
           {"ppl", r.ppl},
           {"nll_sum_nats", r.nll_sum},
@@ -264,12 +279,21 @@ int run_eval_lm(const EvalLmConfig& cfg) {
   EvalOptions o = cfg.options;
   o.pad = data.pad;
   o.eos = data.eos;
-  EvalResult r = evaluate(*model, *stream, o);
+  EvalResult r;
+  try {
+    r = evaluate(*model, *stream, o);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Numeric) throw;
+    throw Error(e.kind(), cfg.path + " on split '" + cfg.gen_subset + "': " + e.what());
+  }
   std::printf("stretch | eval-lm | %s | %s\n", cfg.gen_subset.c_str(), r.protocol_text.c_str());
   std::printf("Evaluated %lld tokens in %.1fs (%.2f tokens/s)\n", static_cast<long long>(r.count), r.seconds,
               r.tokens_per_second);
   std::printf("Loss (base 2): %.4f, Perplexity: %.2f\n", r.loss2, r.ppl);
   std::printf("Standard error of the mean loss (base 2): %.4f\n", r.stderr2);
+  if (r.dropped_inf > 0)
+    std::printf("Dropped %lld tokens with an infinite score (fairseq drops them too)\n",
+                static_cast<long long>(r.dropped_inf));
   if (data.byte_level) std::printf("Bits per byte: %.4f\n", r.loss2);
   std::fflush(stdout);
   if (!cfg.results_json.empty()) {

@@ -3,7 +3,8 @@
 // c = --context-window, or c = L − S for --stride S); each window's input is the shifted
 // stream with up to c earlier tokens before the block; only the block's own targets are
 // scored, every </s> included; loss₂ = −Σ log p / count / ln 2, perplexity = 2^loss₂;
-// scores of ±inf are dropped from the sum and the count (fairseq).
+// scores of ±inf are dropped from the sum and the count (fairseq) and counted (dropped_inf);
+// a NaN score is an error (ErrorKind::Numeric, exit 1) naming its stream offset and target.
 // Batching: windows go through the model in order, as many per forward pass as
 // --max-sentences / --max-tokens allow (fairseq's batch_by_size on block lengths), and never
 // more than kForwardTokens input tokens per pass (at least one window), so --max-tokens with a
@@ -53,6 +54,7 @@ struct EvalResult {
   double ppl = 0;            // 2^loss2
   double nll_sum = 0;        // Σ −log p over scored tokens, nats
   int64_t count = 0;         // scored tokens
+  int64_t dropped_inf = 0;   // tokens whose score was ±inf, left out of the sum and count (fairseq)
   double stderr2 = 0;        // standard error of the mean NLL, bits
   double seconds = 0;
   double tokens_per_second = 0;
@@ -67,7 +69,7 @@ struct EvalResult {
 // Evaluates `model` on `stream`. Errors (e.g. learned positions past their table) are thrown.
 EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& stream, const EvalOptions& options);
 
-// Machine-readable form (--results-json): count, loss_base2, ppl, nll_sum_nats, stderr_base2,
+// Machine-readable form (--results-json): count, dropped_inf, loss_base2, ppl, nll_sum_nats, stderr_base2,
 // tokens_per_sample, context_window, stride, protocol, fairseq_protocol, seconds,
 // tokens_per_second, forward_passes, windows_per_pass.
 nlohmann::json eval_result_json(const EvalResult& r);

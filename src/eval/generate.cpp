@@ -14,8 +14,38 @@
 
 namespace stretch::eval {
 
+namespace {
+// The first id whose score is NaN or +inf (no distribution can be formed), or -1. -inf is a
+// legitimate score (probability 0).
+int64_t first_nan(const float* logits, int64_t vocab) {
+  for (int64_t v = 0; v < vocab; ++v)
+    if (std::isnan(logits[v]) || logits[v] == INFINITY) return v;
+  return -1;
+}
+
+const char* kNanHint =
+    "the model's weights (or --model-overrides) produce NaN; check the model file (`stretch info`), or use an "
+    "earlier checkpoint";
+}  // namespace
+
+void check_sampling_params(const SamplingParams& p) {
+  if (!std::isfinite(p.temperature) || p.temperature < 0.f)
+    fail_usage("--temperature " + std::to_string(p.temperature) + " must be a finite number >= 0",
+               "0 is greedy; 1 samples from the model's distribution");
+  if (!(p.top_p > 0.f && p.top_p <= 1.f))
+    fail_usage("--top-p " + std::to_string(p.top_p) + " must be in (0, 1]", "1 turns nucleus sampling off");
+  if (p.top_k < 0) fail_usage("--top-k " + std::to_string(p.top_k) + " must be >= 0", "0 keeps all tokens");
+  if (p.max_len < 0) fail_usage("--max-len " + std::to_string(p.max_len) + " must be >= 0");
+}
+
 int32_t sample_from_logits(const float* logits, int64_t vocab, const SamplingParams& p, Rng& rng,
                            const std::vector<int32_t>& banned) {
+  // NaN breaks every comparison below (the sort's ordering included): never sample from it.
+  if (const int64_t v = first_nan(logits, vocab); v >= 0)
+    throw Error(ErrorKind::Numeric,
+                "generate: the score of token id " + std::to_string(v) + " is " +
+                    (std::isnan(logits[v]) ? "NaN" : "+inf"),
+                kNanHint);
   std::vector<float> l(logits, logits + vocab);
   for (int32_t b : banned)
     if (b >= 0 && b < vocab) l[b] = -INFINITY;
@@ -55,6 +85,7 @@ std::vector<int32_t> generate_tokens(models::LanguageModel& model, const std::ve
   autograd::NoGradGuard no_grad;
   const int64_t V = model.head().vocab_size();
   if (context.empty()) fail_usage("generate: the context is empty", "start it with </s> as training streams do");
+  check_sampling_params(p);
   std::unique_ptr<models::SegmentState> state = model.new_segment_state(models::SegmentUse::Decode);
   Tensor src = Tensor::empty({1, static_cast<int64_t>(context.size())}, DType::I32);
   std::copy(context.begin(), context.end(), src.i32());
@@ -65,6 +96,11 @@ std::vector<int32_t> generate_tokens(models::LanguageModel& model, const std::ve
     Tensor last = Tensor::empty({1, C});
     std::copy_n(hidden.f32() + (T - 1) * C, C, last.f32());
     Tensor logits = model.head().log_scores(last);  // [1, V]
+    if (const int64_t v = first_nan(logits.f32(), V); v >= 0)
+      throw Error(ErrorKind::Numeric,
+                  "generate: the model's scores are NaN (or +inf) at step " + std::to_string(step + 1) +
+                      " of at most " + std::to_string(p.max_len) + " (first at token id " + std::to_string(v) + ")",
+                  kNanHint);
     int32_t next = sample_from_logits(logits.f32(), V, p, rng, banned);
     out.push_back(next);
     if (next == p.stop_token) break;
@@ -105,6 +141,7 @@ data::Dictionary generation_dictionary(const GenerateConfig& c, const models::Mo
 }  // namespace
 
 int run_generate(const GenerateConfig& c) {
+  check_sampling_params(c.sampling);
   models::ModelFile ck;
   auto model = load_eval_model(c.path, c.overrides, &ck);
   const data::Dictionary dict = generation_dictionary(c, ck, model->info().vocab_size);

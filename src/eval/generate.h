@@ -25,7 +25,12 @@ struct SamplingParams {
   int32_t stop_token = -1;    // stop after emitting this id (eos); -1: never
 };
 
-// Picks a token id from logits [V]; deterministic given the rng state.
+// Usage errors (exit 2) for values that have no meaning: temperature NaN, ±inf or < 0; top_p
+// outside (0, 1] (NaN included); top_k < 0; max_len < 0.
+void check_sampling_params(const SamplingParams& p);
+
+// Picks a token id from logits [V]; deterministic given the rng state. A NaN among the logits
+// is an error (ErrorKind::Numeric), never a sample.
 //   temperature <= 0: argmax (lowest id on ties), no draw.
 //   else: ids sorted by logit (descending, stable), the first top_k kept (0: all), weights
 //   exp((l − max) / temperature); top_p < 1 then keeps the shortest prefix whose weight reaches
@@ -37,7 +42,8 @@ int32_t sample_from_logits(const float* logits, int64_t vocab, const SamplingPar
 // Ids generation never emits: <s>, <pad>, <unk> and the madeupwordNNNN padding symbols.
 std::vector<int32_t> banned_ids(const data::Dictionary& dict);
 // Continues `context` (ids, starting with eos) by up to max_len tokens with a KV cache (the
-// context in one pass, then one token per pass); returns the new ids.
+// context in one pass, then one token per pass); returns the new ids. NaN scores at a step are
+// an error naming the step.
 std::vector<int32_t> generate_tokens(models::LanguageModel& model, const std::vector<int32_t>& context,
                                      const SamplingParams& p, Rng& rng, const std::vector<int32_t>& banned);
 

@@ -24,6 +24,7 @@
 #include "train/lm_data.h"
 #include "train/optim_settings.h"
 #include "train/progress.h"
+#include "train/save_dir.h"
 #include "train/test_hooks.h"
 #include "train/update.h"
 
@@ -467,6 +468,9 @@ int TrainingRun::run() {
 int run_training(TrainConfig c) {
   arm_graceful_stop();  // core/signals.h: SIGINT/SIGTERM now save checkpoint_last.pt and stop
   check_run_flags(c);
+  // The --save-dir is checked, locked and tidied before any data is read (train/save_dir.h).
+  SaveDirLock save_dir_lock;
+  if (!c.no_save && dist::World::get().is_main()) save_dir_lock = prepare_save_dir(c.save_dir);
   TrainingRun run(std::move(c));
   return run.run();
 }

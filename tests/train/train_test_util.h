@@ -75,6 +75,7 @@ class Child {
     return true;
   }
   void signal(int sig) { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
   // Drains both pipes and reaps the child.
   RunResult wait() {
     while (pump()) {

@@ -1,0 +1,26 @@
+// core/orphans.h — temporary files and directories of processes that died (kill -9, power loss)
+// before they could remove them (issue 17, defect 7).
+// Contract: a writer names each temporary after its pid (checkpoint.pt.tmp.<pid>,
+// .<destdir>.tmp-<pid>-XXXXXX); the next run removes the ones whose pid is no longer running.
+// A file whose pid is alive (another process, or a new process that reused the pid) is never
+// removed; neither is this process's own.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+
+namespace stretch {
+
+// True if a process with this pid exists (kill(pid, 0) succeeds or fails with EPERM).
+bool pid_alive(pid_t pid);
+
+// Removes (recursively) every entry of `dir` for which `pid_of(file name)` gives the pid of a
+// process that is not alive, logging each; returns how many were removed. An entry that cannot
+// be removed is reported as a warning and kept. A missing `dir` removes nothing.
+int remove_dead_orphans(const std::string& dir, const std::function<std::optional<pid_t>(const std::string&)>& pid_of);
+
+// The pid in a name ending in "<marker><digits>" (e.g. marker ".tmp." for checkpoint_last.pt.tmp.123).
+std::optional<pid_t> pid_after_suffix_marker(const std::string& name, const std::string& marker);
+
+}  // namespace stretch
