@@ -15,18 +15,28 @@ void add_common_options(CLI::App& sub, CommonOptions& opts) {
                  "threads for OpenMP kernels and GEMM (0: OMP_NUM_THREADS, else all cores)")
       ->check(CLI::NonNegativeNumber);
   sub.add_flag_callback(
-      "--bf16,--fp16", [&opts] { opts.precision = ops::GemmPrecision::Bf16; },
-      "bf16 matrix products with fp32 accumulation (fp32 master weights, norms, softmax, loss, checkpoints); "
-      "--fp16 means the same on CPU");
+      "--bf16", [&opts] { opts.precision = ops::GemmPrecision::Bf16; },
+      "bf16 matrix products with fp32 accumulation (fp32 master weights, norms, softmax, loss, checkpoints)");
+  sub.add_flag_callback(
+      "--fp16", [&opts] { opts.precision = ops::GemmPrecision::Bf16, opts.from_fp16 = true; },
+      "fairseq's flag: --bf16 on CPU (fp32, with a warning, where the CPU has no bf16 matmul)");
 }
 
 void apply_common_options(const CommonOptions& opts) {
   // At startup, not at the first GEMM (minutes into a run, after the data is loaded).
-  if (opts.precision == ops::GemmPrecision::Bf16 && !ops::bf16_matmul_supported())
-    fail_usage("--bf16/--fp16: bf16 matmul is not supported on this CPU (" + ops::cpu_isa_summary() + ")",
-               ops::kBf16Hint);
+  ops::GemmPrecision precision = opts.precision;
+  if (precision == ops::GemmPrecision::Bf16 && !ops::bf16_matmul_supported()) {
+    // fairseq's --fp16 is in the commands users copy (the seed documents): they keep running, in
+    // fp32, and say so; an explicit --bf16 is refused.
+    if (!opts.from_fp16)
+      fail_usage("--bf16: bf16 matmul is not supported on this CPU (" + ops::cpu_isa_summary() + ")",
+                 ops::kBf16Hint);
+    log_once(LogLevel::Warning, "--fp16: bf16 matmul is not supported on this CPU (" + ops::cpu_isa_summary() +
+                                    "); computing in fp32");
+    precision = ops::GemmPrecision::Fp32;
+  }
   set_num_threads(opts.threads);
-  ops::set_matmul_precision(opts.precision);
+  ops::set_matmul_precision(precision);
 }
 
 CLI::Validator int_at_least(int64_t min, const std::string& allowed, std::optional<int64_t> also) {

@@ -28,10 +28,12 @@ void add_info(CLI::App& sub, Runner& run);
 struct CommonOptions {
   int threads = 0;
   ops::GemmPrecision precision = ops::GemmPrecision::Fp32;
+  bool from_fp16 = false;  // bf16 asked for with fairseq's --fp16 (falls back to fp32 where unsupported)
 };
 void add_common_options(CLI::App& sub, CommonOptions& opts);
 // Applies them; --bf16 on a CPU without bf16 matmul (ops::bf16_matmul_supported) is a usage
-// error here (exit 2), before anything is read or built.
+// error here (exit 2), before anything is read or built; fairseq's --fp16 there computes in fp32
+// with one warning (the seed documents' commands keep running).
 void apply_common_options(const CommonOptions& opts);
 
 // An integer flag's check, as fairseq's int() parses it, with a short message of our own (CLI11's

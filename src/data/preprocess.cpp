@@ -60,7 +60,12 @@ void warn_utf8(const std::string& path, const Utf8Report& r) {
 }
 
 // Staging directories are named .<destdir name>.tmp-<pid>-XXXXXX next to the destination.
-std::string staging_prefix(const fs::path& dest) { return "." + dest.filename().string() + ".tmp-"; }
+// (Appended piecewise: GCC 12 warns -Wrestrict, a false positive, on "." + string.)
+std::string staging_prefix(const fs::path& dest) {
+  std::string prefix(1, '.');
+  prefix.append(dest.filename().string()).append(".tmp-");
+  return prefix;
+}
 
 // The pid in a staging directory's name, if `name` is one for `dest`.
 std::optional<pid_t> staging_pid(const fs::path& dest, const std::string& name) {

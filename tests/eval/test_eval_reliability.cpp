@@ -176,8 +176,9 @@ TEST_F(EvalReliability, PyTorchFilesAreRecognised) {
                          "open('" + pkl + "', 'wb').write(pickle.dumps({'args': None, 'model': {'w': [0.0] * 64}}, protocol=2))\"";
   if (std::system(py.c_str()) != 0) GTEST_SKIP() << "python3 is not available to write the files";
   for (const auto& [file, kind] : {std::pair{zip, "zip archive"}, std::pair{pkl, "pickle"}}) {
-    for (const std::string cmd : {"eval-lm " + q(data_) + " --path " + q(file), "info " + q(file),
-                                  "generate " + q(data_) + " --path " + q(file)}) {
+    for (const std::string& cmd : std::vector<std::string>{"eval-lm " + q(data_) + " --path " + q(file),
+                                                          "info " + q(file),
+                                                          "generate " + q(data_) + " --path " + q(file)}) {
       const auto r = run_stretch(cmd + " --threads 1");
       EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.output;
       EXPECT_TRUE(contains(r.output, "is a PyTorch checkpoint (" + std::string(kind) + ")")) << cmd << "\n" << r.output;
