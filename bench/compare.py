@@ -215,23 +215,27 @@ def eval_section(args, env):
 DOC_BEGIN, DOC_END = "<!-- bench/compare.py tables: begin -->", "<!-- bench/compare.py tables: end -->"
 
 
-def write_docs(text, argv):
-    """Replaces the marked block of docs/BENCHMARKS.md with the command and the tables."""
+def replace_doc_block(text, command, begin, end, who):
+    """Replaces the block between the markers `begin` ... `end` of docs/BENCHMARKS.md with the
+    command that made the tables and the tables (bench/compare_builds.py uses it too)."""
     path = os.path.join(ROOT, "docs", "BENCHMARKS.md")
     with open(path) as f:
         doc = f.read()
-    a, b = doc.find(DOC_BEGIN), doc.find(DOC_END)
+    a, b = doc.find(begin), doc.find(end)
     if a < 0 or b < a:
-        sys.stderr.write(f"compare: {path} has no {DOC_BEGIN} ... {DOC_END} block; add the two markers where "
+        sys.stderr.write(f"{who}: {path} has no {begin} ... {end} block; add the two markers where "
                          "the tables go, or drop --write-docs\n")
         raise SystemExit(1)
-    cmd = "build/pyenv/bin/python bench/compare.py " + " ".join(argv)
-    block = f"{DOC_BEGIN}\n```\n{cmd.strip()}\n```\n\n{text}\n"
+    block = f"{begin}\n```\n{command.strip()}\n```\n\n{text}\n"
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(doc[:a] + block + doc[b:])
     os.replace(tmp, path)
-    print(f"compare: wrote the tables into {path}", file=sys.stderr)
+    print(f"{who}: wrote the tables into {path}", file=sys.stderr)
+
+
+def write_docs(text, argv):
+    replace_doc_block(text, "build/pyenv/bin/python bench/compare.py " + " ".join(argv), DOC_BEGIN, DOC_END, "compare")
 
 
 def torch_versions(args):

@@ -39,6 +39,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import replace_doc_block  # noqa: E402  (the one writer of docs/BENCHMARKS.md blocks)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SMALL = ["--layers", "4", "--embed-dim", "256", "--heads", "4", "--ffn-dim", "1024"]
@@ -258,20 +261,7 @@ def host_line():
 
 
 def write_docs(text, argv):
-    path = os.path.join(ROOT, "docs", "BENCHMARKS.md")
-    with open(path) as f:
-        doc = f.read()
-    a, b = doc.find(DOC_BEGIN), doc.find(DOC_END)
-    if a < 0 or b < a:
-        sys.stderr.write(f"compare_builds: {path} has no {DOC_BEGIN} ... {DOC_END} block\n")
-        raise SystemExit(1)
-    cmd = "python3 bench/compare_builds.py " + " ".join(argv)
-    block = f"{DOC_BEGIN}\n```\n{cmd.strip()}\n```\n\n{text}\n"
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(doc[:a] + block + doc[b:])
-    os.replace(tmp, path)
-    print(f"compare_builds: wrote the tables into {path}", file=sys.stderr)
+    replace_doc_block(text, "python3 bench/compare_builds.py " + " ".join(argv), DOC_BEGIN, DOC_END, "compare_builds")
 
 
 if __name__ == "__main__":

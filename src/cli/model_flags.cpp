@@ -54,7 +54,7 @@ void add_model_flags(CLI::App& sub, ModelFlags& f) {
   struct Bound {
     models::FieldSpec spec;
     CLI::Option* option = nullptr;
-    std::string text;
+    std::string text{};
     bool on = false;
   };
   auto bound = std::make_shared<std::vector<Bound>>();

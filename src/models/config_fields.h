@@ -28,12 +28,12 @@ enum class FieldRole : uint8_t { Structural, Free, Evaluation };
 
 // What a field is, without the struct it lives in (the CLI registers flags from these).
 struct FieldSpec {
-  std::string key;                   // fairseq name: decoder_embed_dim
-  std::string flag;                  // --decoder-embed-dim (empty: no flag); ","-separated aliases
-  std::string help;
+  std::string key{};                 // fairseq name: decoder_embed_dim
+  std::string flag{};                // --decoder-embed-dim (empty: no flag); ","-separated aliases
+  std::string help{};
   FieldKind kind = FieldKind::Int;
   FieldRole role = FieldRole::Structural;
-  std::vector<std::string> choices;  // Choice: the accepted values
+  std::vector<std::string> choices{};  // Choice: the accepted values
 };
 
 template <class C>

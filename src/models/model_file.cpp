@@ -97,8 +97,10 @@ std::unique_ptr<LanguageModel> load_model(const std::string& path, const nlohman
   try {  // a bad value from the file's stored config or the overrides: name the file
     model = build_model(apply_overrides(m.model, overrides, use, path));
   } catch (const Error& e) {
-    std::string message = e.what();  // what() = message, then "\n  hint: " + hint when there is one
-    if (!e.hint().empty()) message.resize(message.size() - e.hint().size() - 9);
+    // what() is the message, then "\n  hint: " + hint when there is one (core/error.h).
+    static const std::string kHintPrefix = "\n  hint: ";
+    std::string message = e.what();
+    if (!e.hint().empty()) message.resize(message.size() - kHintPrefix.size() - e.hint().size());
     throw Error(e.kind(), path + ": " + message, e.hint());
   }
   try {

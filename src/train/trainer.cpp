@@ -55,11 +55,12 @@ ValidResult validate(models::LanguageModel& model, LmSplit& split, const dist::W
   const double t0 = now_seconds();
   double sums[3] = {0, 0, 0};  // nats, tokens, sentences
   split.set_epoch(1);
+  const int32_t pad = model.info().padding_idx;
   for (int64_t i = 0; i < split.num_batches(); ++i) {
     LmBatch b = split.batch(i);
     if (!b.src.defined()) continue;
     Var hidden = model.features(b.src, {.mode = models::Mode::Eval});
-    const nn::HeadLoss loss = model.head().loss(hidden, b.tgt, model.info().padding_idx, nn::LossUse::Validation);
+    const nn::HeadLoss loss = model.head().loss(hidden, b.tgt, pad, nn::LossUse::Validation);
     sums[0] += loss.loss.value().f32()[0];
     sums[1] += static_cast<double>(loss.ntokens);
     sums[2] += static_cast<double>(b.src.dim(0));

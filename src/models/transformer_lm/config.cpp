@@ -199,10 +199,4 @@ TransformerLMConfig preset(const std::string& arch) {
   }
   fail_usage("--arch: unknown architecture '" + arch + "'", "`stretch train --arch help` lists them");
 }
-
-bool is_preset(const std::string& arch) {
-  return arch == "transformer_lm" || arch == "transformer_lm_wiki103" || arch == "transformer_lm_baevski_wiki103" ||
-         arch == "transformer_lm_small" || arch == "transformer_lm_tiny";
-}
-
 }  // namespace stretch::models

@@ -65,6 +65,5 @@ std::string structural_differences(const TransformerLMConfig& saved, const Trans
 // Presets by --arch name: transformer_lm, transformer_lm_wiki103, transformer_lm_small
 // (4 layers, 256, 4 heads, 1024), transformer_lm_tiny (2 layers, 128, 4 heads, 512).
 TransformerLMConfig preset(const std::string& arch);
-bool is_preset(const std::string& arch);
 
 }  // namespace stretch::models
