@@ -11,11 +11,12 @@ struct EmbeddingDims {
   int64_t n = 0;  // number of ids: B·T
   int64_t v = 0;  // rows in the table: V
   int64_t c = 0;  // C
+  int32_t padding_idx = -1;  // backward adds nothing into this row (torch's padding_idx); -1: none
 };
 
 // out [N, C] = scale · table [V, C] [ids [N]]
 void embedding_forward(float* out, const int32_t* ids, const float* table, float scale, const EmbeddingDims& d);
-// dtable [V, C] += scale · Σ_{n: ids[n]=v} dout[n]   (deterministic: same result for any thread count)
+// dtable [V, C] += scale · Σ_{n: ids[n]=v, v != padding_idx} dout[n]   (deterministic: same result for any thread count)
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, float scale, const EmbeddingDims& d);
 
 namespace ref {

@@ -63,6 +63,7 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* ids, fl
     const int64_t c0 = std::min(C, t * per * kBlock), c1 = std::min(C, (t + 1) * per * kBlock);
     if (c0 < c1) {
       for (int64_t n = 0; n < d.n; ++n) {
+        if (ids[n] == d.padding_idx) continue;
         float* __restrict dst = dtable + static_cast<int64_t>(ids[n]) * C;
         const float* __restrict src = dout + n * C;
 #pragma omp simd

@@ -13,7 +13,7 @@ void forward(T* out, const int32_t* ids, const T* table, T scale, const Embeddin
 template <class T>
 void backward(T* dtable, const T* dout, const int32_t* ids, T scale, const EmbeddingDims& d) {
   for (int64_t n = 0; n < d.n; ++n)
-    for (int64_t c = 0; c < d.c; ++c) dtable[static_cast<int64_t>(ids[n]) * d.c + c] += scale * dout[n * d.c + c];
+    for (int64_t c = 0; c < d.c && ids[n] != d.padding_idx; ++c) dtable[static_cast<int64_t>(ids[n]) * d.c + c] += scale * dout[n * d.c + c];
 }
 
 }  // namespace

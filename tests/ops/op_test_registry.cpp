@@ -123,6 +123,7 @@ const std::vector<OpCase>& op_cases() {
     add_dropout_cases(v);
     add_cross_entropy_cases(v);
     add_position_cases(v);
+    add_row_gather_cases(v);
     return v;
   }();
   return cases;

@@ -79,6 +79,7 @@ void add_embedding_cases(std::vector<OpCase>& cases);
 void add_dropout_cases(std::vector<OpCase>& cases);
 void add_cross_entropy_cases(std::vector<OpCase>& cases);
 void add_position_cases(std::vector<OpCase>& cases);  // rope, sinusoidal
+void add_row_gather_cases(std::vector<OpCase>& cases);  // row_gather, embedding with a padding row
 
 // Deterministic test data.
 std::vector<float> random_floats(int64_t n, uint64_t seed, float lo = -1.f, float hi = 1.f);

@@ -20,6 +20,7 @@
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/rope.h"
+#include "ops/row_gather.h"
 
 namespace stretch::ops {
 namespace {
@@ -184,6 +185,60 @@ TEST(GradCheck, Embedding) {
   expect_grad("ref32 dtable", d32, ft, kAtolF, kRtolF);
   expect_grad("fast dtable", dfast, ft, kAtolF, kRtolF);
   for (int c = 0; c < 3; ++c) EXPECT_EQ(dfast[3 + c], static_cast<float>(kStart)) << "unused row 1 changed";
+}
+
+// With a padding row, backward adds nothing into it (torch's padding_idx: not the function's
+// gradient, a rule), and the other rows keep the FD gradient.
+TEST(GradCheck, EmbeddingPaddingRow) {
+  const EmbeddingDims d{.n = 6, .v = 4, .c = 3, .padding_idx = 1};
+  const std::vector<int32_t> ids = {2, 1, 2, 3, 1, 0};
+  VecD table = rand_vec(12, 33), G = rand_vec(18, 34);
+  auto loss = [&] {
+    VecD y(18);
+    ref::embedding_forward(y.data(), ids.data(), table.data(), 1.0, d);
+    return dot(y, G);
+  };
+  VecD ft = fd_grad(table, loss);
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_NE(ft[3 + c], 0.0) << "the pad row is used by the forward";
+    ft[3 + c] = 0.0;  // ... but gets no gradient
+  }
+  VecD dt = start(12);
+  ref::embedding_backward(dt.data(), G.data(), ids.data(), 1.0, d);
+  expect_grad("ref64 dtable", dt, ft, kAtolD, kRtolD);
+  const VecF Gf = to_f(G);
+  VecF dfast = start_f(12);
+  embedding_backward(dfast.data(), Gf.data(), ids.data(), 1.0f, d);
+  expect_grad("fast dtable", dfast, ft, kAtolF, kRtolF);
+}
+
+// Gather (and its adjoint, the scatter-add that also builds scatter): repeated and unused rows.
+TEST(GradCheck, RowGather) {
+  const RowGatherDims d{.n = 5, .rows = 4, .c = 3};
+  const std::vector<int64_t> rows = {2, 0, 2, 3, 2};  // row 1 unused
+  VecD x = rand_vec(12, 35), G = rand_vec(15, 36);
+  auto loss = [&] {
+    VecD y(15);
+    ref::row_gather_forward(y.data(), x.data(), rows.data(), d);
+    return dot(y, G);
+  };
+  const VecD fx = fd_grad(x, loss);
+  VecD dx = start(12);
+  ref::row_gather_backward(dx.data(), G.data(), rows.data(), d);
+  expect_grad("ref64 dx", dx, fx, kAtolD, kRtolD);
+  const VecF Gf = to_f(G);
+  VecF d32 = start_f(12), dfast = start_f(12);
+  ref::row_gather_backward(d32.data(), Gf.data(), rows.data(), d);
+  row_gather_backward(dfast.data(), Gf.data(), rows.data(), d);
+  expect_grad("ref32 dx", d32, fx, kAtolF, kRtolF);
+  expect_grad("fast dx", dfast, fx, kAtolF, kRtolF);
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(dfast[3 + c], static_cast<float>(kStart)) << "unused row 1 changed";
+  // The scatter's adjoint is the gather: <scatter(g), x> = <g, gather(x)>.
+  VecD gx(15);
+  ref::row_gather_forward(gx.data(), x.data(), rows.data(), d);
+  VecD sc(12, 0.0);
+  ref::row_gather_backward(sc.data(), G.data(), rows.data(), d);
+  EXPECT_NEAR(dot(sc, x), dot(G, gx), 1e-12);
 }
 
 TEST(GradCheck, Dropout) {
