@@ -6,6 +6,7 @@
 #include "ops/gemm.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
+#include "ops/row_gather.h"
 
 namespace stretch::autograd {
 namespace {
@@ -167,9 +168,9 @@ Var dropout_add(const Var& res, const Var& x, const ops::DropoutParams& p) {
   return y;
 }
 
-Var embedding(const Tensor& ids, const Var& table, float scale) {
+Var embedding(const Tensor& ids, const Var& table, float scale, int32_t padding_idx) {
   const int64_t c = table.shape()[1];
-  ops::EmbeddingDims d{.n = ids.numel(), .v = table.shape()[0], .c = c};
+  ops::EmbeddingDims d{.n = ids.numel(), .v = table.shape()[0], .c = c, .padding_idx = padding_idx};
   std::vector<int64_t> dims = ids.shape().dims();
   dims.push_back(c);
   Var y(Tensor::empty(Shape(dims)));
@@ -178,6 +179,95 @@ Var embedding(const Tensor& ids, const Var& table, float scale) {
     y.set_requires_grad(true);
     tape().push([ids, table, y, scale, d] {
       ops::embedding_backward(table.grad_data(), y.grad_data(), ids.i32(), scale, d);
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var linear_transposed(const Var& x, const Var& w) {
+  const int64_t in = w.shape()[0], outf = w.shape()[1];
+  STRETCH_CHECK(x.shape()[-1] == in, "linear_transposed: input " << x.shape().str() << " vs weight " << w.shape().str());
+  const int64_t n = x.numel() / std::max<int64_t>(in, 1);
+  Var y(Tensor::empty(with_last(x.shape(), outf)));
+  // y [n, O] = x [n, I] · w [I, O]
+  ops::gemm({.m = n, .n = outf, .k = in, .precision = ops::matmul_precision()}, x.data(), w.data(), y.data());
+  if (needs_grad({&x, &w})) {
+    y.set_requires_grad(true);
+    tape().push([x, w, y, n, in, outf] {
+      const float* dy = y.grad_data();
+      if (x.requires_grad()) {  // dx [n, I] += dy [n, O] · wᵀ
+        ops::GradInit init = ops::GradInit::Accumulate;
+        float* dx = x.grad_for(init);
+        ops::gemm({.trans_b = ops::Trans::Yes, .m = n, .n = in, .k = outf,
+                   .beta = init == ops::GradInit::Accumulate ? 1.f : 0.f, .precision = ops::matmul_precision()},
+                  dy, w.data(), dx);
+      }
+      if (w.requires_grad())  // dw [I, O] += xᵀ · dy
+        ops::gemm({.trans_a = ops::Trans::Yes, .m = in, .n = outf, .k = n, .beta = 1.f,
+                   .precision = ops::matmul_precision()},
+                  x.data(), dy, w.grad_data());
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var gather_rows(const Var& x, const Tensor& rows) {
+  const int64_t c = x.shape()[-1];
+  const ops::RowGatherDims d{.n = rows.numel(), .rows = x.numel() / std::max<int64_t>(c, 1), .c = c};
+  Var y(Tensor::empty({d.n, c}));
+  ops::row_gather_forward(y.data(), x.data(), rows.i64(), d);
+  if (needs_grad({&x})) {
+    y.set_requires_grad(true);
+    tape().push([x, y, rows, d] {
+      ops::row_gather_backward(x.grad_data(), y.grad_data(), rows.i64(), d);
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var scatter_rows(const std::vector<RowPart>& parts, const Shape& out_shape) {
+  const int64_t c = out_shape[-1], n_out = out_shape.numel() / std::max<int64_t>(c, 1);
+  Var y(Tensor::zeros(out_shape));
+  bool grad = false;
+  for (const RowPart& p : parts) {
+    STRETCH_CHECK(p.x.shape()[-1] == c && p.rows.numel() * c == p.x.numel(),
+                  "scatter_rows: " << p.rows.numel() << " rows for " << p.x.shape().str() << " into [" << n_out << ", "
+                                   << c << "]");
+    ops::row_gather_backward(y.data(), p.x.data(), p.rows.i64(), {.n = p.rows.numel(), .rows = n_out, .c = c});
+    grad = grad || needs_grad({&p.x});
+  }
+  if (grad) {
+    y.set_requires_grad(true);
+    tape().push([parts, y, n_out, c] {
+      for (const RowPart& p : parts) {
+        if (!p.x.requires_grad()) continue;
+        ops::GradInit init = ops::GradInit::Accumulate;
+        float* dx = p.x.grad_for(init);
+        ops::row_gather_forward(dx, y.grad_data(), p.rows.i64(), {.n = p.rows.numel(), .rows = n_out, .c = c}, init);
+      }
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var concat_rows(const Var& a, const Var& b) {
+  const int64_t c = a.shape()[-1];
+  STRETCH_CHECK(a.shape().rank() == 2 && b.shape().rank() == 2 && b.shape()[1] == c,
+                "concat_rows: " << a.shape().str() << " and " << b.shape().str());
+  const int64_t na = a.numel(), nb = b.numel();
+  Var y(Tensor::empty({a.shape()[0] + b.shape()[0], c}));
+  std::copy_n(a.data(), na, y.data());
+  std::copy_n(b.data(), nb, y.data() + na);
+  if (needs_grad({&a, &b})) {
+    y.set_requires_grad(true);
+    tape().push([a, b, y, na, nb] {
+      const float* g = y.grad_data();
+      if (a.requires_grad()) ops::axpy(a.grad_data(), g, 1.0f, na);
+      if (b.requires_grad()) ops::axpy(b.grad_data(), g + na, 1.0f, nb);
       y.release_grad();
     });
   }

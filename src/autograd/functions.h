@@ -6,6 +6,7 @@
 // flattened: a [B, T, C] input to linear is treated as [B·T, C].
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "autograd/var.h"
 #include "ops/activation.h"
@@ -32,7 +33,23 @@ Var dropout(const Var& x, const ops::DropoutParams& p);
 // gradient (it takes the output's gradient buffer when it has none yet).
 Var dropout_add(const Var& res, const Var& x, const ops::DropoutParams& p);
 // out [N, C] = scale · table [V, C] [ids [N]]  (ids: an I32 tensor of any shape; out gets ids' shape + [C])
-Var embedding(const Tensor& ids, const Var& table, float scale = 1.0f);
+// padding_idx >= 0: that row gets no gradient (torch's nn.Embedding(padding_idx)); the forward reads it.
+Var embedding(const Tensor& ids, const Var& table, float scale = 1.0f, int32_t padding_idx = -1);
+// y [.., O] = x [.., I] · w [I, O]: a linear layer whose weight is stored transposed (fairseq's
+// TiedLinear(transpose=True): the adaptive softmax's tail projection tied to the adaptive input's).
+Var linear_transposed(const Var& x, const Var& w);
+// out [n, C] = x [N, C] [rows]  (rows: I64 tensor [n]); backward scatter-adds into x's gradient.
+Var gather_rows(const Var& x, const Tensor& rows);
+// out [N, C] = 0, then out[rows[i]] += part.x[i] for each part (x [n, C], rows I64 [n]); backward
+// gathers each part's gradient. The adaptive input's bands, each written to its tokens' rows.
+struct RowPart {
+  Var x;        // [n, C]
+  Tensor rows;  // [n] I64
+};
+// out_shape: [.., C] with N = numel / C rows.
+Var scatter_rows(const std::vector<RowPart>& parts, const Shape& out_shape);
+// out [A + B, C] = [a [A, C]; b [B, C]] (the adaptive softmax's tied head: word rows, then cluster rows)
+Var concat_rows(const Var& a, const Var& b);
 // Rows of a table by position index, e.g. learned positions: same as embedding.
 // [B, T, H·D] -> [B, H, T, D] and back
 Var split_heads(const Var& x, int64_t heads);

@@ -154,9 +154,10 @@ void add_train(CLI::App& sub, Runner& run) {
     c.model = model->resolve(c.tokens_per_sample);
     {
       // The model flags' values, checked now rather than after the data is read (the vocabulary
-      // size comes from dict.txt later; any positive placeholder passes its own check).
+      // size comes from dict.txt later; the largest placeholder passes its own check and the
+      // cutoffs' "below the vocabulary size", which the model checks again with the real size).
       nlohmann::json check = c.model;
-      check["vocab_size"] = 8;
+      check["vocab_size"] = 2147483647;
       models::validate_config(check);
     }
     if (*dump_config) {

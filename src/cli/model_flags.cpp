@@ -74,19 +74,6 @@ void add_model_flags(CLI::App& sub, ModelFlags& f) {
   }
   sub.add_flag("--post-norm", f.post_norm, "post-norm blocks (stretch's switch; fairseq's transformer_lm forces pre-norm)")
       ->group("Model");
-  // Adaptive input / softmax: accepted so the ALiBi README command runs; not built yet.
-  for (const char* name : {"--adaptive-input", "--tie-adaptive-weights", "--tie-adaptive-proj"})
-    sub.add_flag_callback(name, [n = std::string(name)] {
-      log_once(LogLevel::Warning, n + ": adaptive input/softmax is pending; training with a full softmax instead");
-    })->group("Model (pending)");
-  for (const char* name : {"--adaptive-input-cutoff", "--adaptive-softmax-cutoff", "--adaptive-input-factor",
-                           "--adaptive-softmax-factor", "--adaptive-softmax-dropout", "--criterion"}) {
-    auto store = std::make_shared<std::string>();
-    sub.add_option(name, *store)->group("Model (pending)")->each([n = std::string(name), store](const std::string& val) {
-      if (n == "--criterion" && val == "cross_entropy") return;
-      log_once(LogLevel::Warning, n + " " + val + ": adaptive input/softmax is pending; using a full softmax and cross_entropy");
-    });
-  }
   sub.callback([&f, bound] {
     f.given = nlohmann::json::object();
     for (const auto& b : *bound) {

@@ -10,7 +10,7 @@
 //     in nats, for any set of rows, without a gradient, chunked inside (never [R, V] at once).
 //   log_scores(hidden [N, C]) -> [N, V] unnormalised log-probabilities (softmax of a row is the
 //     model's distribution), for sampling.
-// Implementations: nn/softmax_head.h (full softmax); adaptive softmax comes with wiki103.
+// Implementations: nn/softmax_head.h (full softmax), nn/adaptive_softmax.h (adaptive softmax).
 #pragma once
 #include <cstdint>
 #include <span>

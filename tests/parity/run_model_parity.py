@@ -52,6 +52,19 @@ def cases():
         out[f"{pos}-gelu-nofinalnorm-noscale"] = dict(BASE, pos=pos, decoder_normalize_before=True,
                                                       no_decoder_final_norm=True, no_scale_embedding=True,
                                                       activation_fn="gelu")
+    # Adaptive input + adaptive softmax (V 50, bands [0,12) [12,30) [30,50), factor 2: d 48, 24, 12),
+    # pre-norm: tied tables and projections (the wiki103 layout), tied tables only, untied, and the
+    # exact-NLL cross_entropy criterion; an adaptive softmax behind a plain embedding.
+    ada = dict(BASE, pos="alibi", decoder_normalize_before=True, adaptive_input=True,
+               adaptive_input_cutoff="12,30", adaptive_softmax_cutoff="12,30", adaptive_input_factor=2.0,
+               adaptive_softmax_factor=2.0, adaptive_softmax_dropout=0.0, criterion="adaptive_loss")
+    out["adaptive-tied-proj"] = dict(ada, tie_adaptive_weights=True, tie_adaptive_proj=True)
+    out["adaptive-tied"] = dict(ada, tie_adaptive_weights=True)
+    out["adaptive-untied"] = dict(ada)
+    out["adaptive-tied-proj-cross-entropy"] = dict(ada, tie_adaptive_weights=True, tie_adaptive_proj=True,
+                                                   criterion="cross_entropy")
+    out["adaptive-softmax-only-sinusoidal"] = dict(ada, pos="sinusoidal", adaptive_input=False,
+                                                   adaptive_softmax_factor=4.0)
     return out
 
 
@@ -63,7 +76,20 @@ def run_case(tool, name, model, workdir, seed):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise InputError(tool, f"exit {p.returncode} for case {name}: {p.stderr.strip()}")
-    return check_transformer_lm.check(ckpt, dump, RTOL)
+    rows = check_transformer_lm.check(ckpt, dump, RTOL)
+    if model.get("criterion") == "adaptive_loss":
+        # The batch must hold targets whose tail-local index is pad (fairseq's ignore_index quirk),
+        # or the quirk would go unchecked.
+        from stretch_oracle import adaptive
+        from stretch_oracle.model import LMConfig
+        from stretch_oracle.safetensors_io import load_file
+        tensors, meta = load_file(dump)
+        cfg = LMConfig.from_fairseq(json.loads(meta["config"]))
+        n = adaptive.quirk_count(cfg, tensors["target"].to(torch.int64), cfg.padding_idx)
+        if n == 0:
+            raise InputError(dump, f"case {name}: no target has the tail-local index pad; pick another seed")
+        print(f"{name}: {n} target(s) with tail-local index pad (cluster term only)")
+    return rows
 
 
 def main(argv=None) -> int:

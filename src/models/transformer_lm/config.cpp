@@ -29,7 +29,44 @@ PosMethod parse_pos_method(const std::string& s) {
   fail_usage("--pos: unknown position method '" + s + "'", "use one of alibi, sinusoidal, learned, rope, t5, none");
 }
 
+const char* criterion_name(Criterion c) { return c == Criterion::AdaptiveLoss ? "adaptive_loss" : "cross_entropy"; }
+
+Criterion parse_criterion(const std::string& s) {
+  if (s == "cross_entropy") return Criterion::CrossEntropy;
+  if (s == "adaptive_loss") return Criterion::AdaptiveLoss;
+  fail_usage("--criterion: unknown criterion '" + s + "'", "use cross_entropy or adaptive_loss");
+}
+
 namespace {
+// fairseq's eval_str_list of a cutoff flag: "20000,60000" (also "[20000, 60000]" or "(20000,60000)").
+std::vector<int64_t> parse_cutoffs(const std::string& text, const char* flag, const char* key) {
+  std::string s;
+  for (char ch : text)
+    if (ch != ' ' && ch != '[' && ch != ']' && ch != '(' && ch != ')') s += ch;
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t end = std::min(s.find(',', pos), s.size());
+    const std::string item = s.substr(pos, end - pos);
+    if (!(item.empty() && end == s.size() && !out.empty())) {  // a trailing comma is fine
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (item.empty() || used != item.size() || v <= 0)
+        fail_usage(std::string(flag) + " '" + text + "' (model config key '" + key + "'): '" + item +
+                       "' is not a positive integer",
+                   "give increasing word ids separated by commas, e.g. 20000,60000");
+      out.push_back(v);
+    }
+    pos = end + 1;
+  }
+  return out;
+}
+
 const char* activation_name(ops::Activation a) { return a == ops::Activation::Gelu ? "gelu" : "relu"; }
 ops::Activation parse_activation(const std::string& a) {
   if (a == "relu") return ops::Activation::Relu;
@@ -81,6 +118,26 @@ const std::vector<Field<TransformerLMConfig>>& TransformerLMConfig::fields() {
            std::function<bool(const C&)>([](const C& c) { return c.pos == PosMethod::T5; })),
       when(number(&C::rope_base, {.key = "rope_base", .flag = "--rope-base"}),
            std::function<bool(const C&)>([](const C& c) { return c.pos == PosMethod::Rope; })),
+      boolean(&C::adaptive_input, {.key = "adaptive_input", .flag = "--adaptive-input",
+                                   .help = "adaptive input embeddings (bands by --adaptive-input-cutoff)"}),
+      number(&C::adaptive_input_factor, {.key = "adaptive_input_factor", .flag = "--adaptive-input-factor",
+                                         .help = "band i has dimension C / factor^i (default 4)"}),
+      text(&C::adaptive_input_cutoff, {.key = "adaptive_input_cutoff", .flag = "--adaptive-input-cutoff",
+                                       .help = "comma-separated band ends, e.g. 20000,60000"}),
+      text(&C::adaptive_softmax_cutoff, {.key = "adaptive_softmax_cutoff", .flag = "--adaptive-softmax-cutoff",
+                                         .help = "adaptive softmax band ends, e.g. 20000,60000 (with --criterion adaptive_loss)"}),
+      number(&C::adaptive_softmax_dropout, {.key = "adaptive_softmax_dropout", .flag = "--adaptive-softmax-dropout",
+                                            .help = "dropout on the adaptive softmax input and inside each tail",
+                                            .role = R::Free}),
+      number(&C::adaptive_softmax_factor, {.key = "adaptive_softmax_factor", .flag = "--adaptive-softmax-factor",
+                                           .help = "tail i has dimension C / factor^i (default 4)"}),
+      boolean(&C::tie_adaptive_weights, {.key = "tie_adaptive_weights", .flag = "--tie-adaptive-weights",
+                                         .help = "share the adaptive input's tables with the adaptive softmax"}),
+      boolean(&C::tie_adaptive_proj, {.key = "tie_adaptive_proj", .flag = "--tie-adaptive-proj",
+                                      .help = "share the band projections too (used transposed in the softmax)"}),
+      choice(&C::criterion, criterion_name, parse_criterion, {Criterion::CrossEntropy, Criterion::AdaptiveLoss},
+             {.key = "criterion", .flag = "--criterion",
+              .help = "cross_entropy (default) | adaptive_loss (needs --adaptive-softmax-cutoff)", .role = R::Free}),
       number(&C::alibi_slope_scale, {.key = "alibi_slope_scale", .role = R::Evaluation}),
       number(&C::attention_window, {.key = "attention_window", .role = R::Evaluation}),
   };
@@ -95,6 +152,7 @@ void TransformerLMConfig::validate() const {
     os << v;
     return os.str();
   };
+  auto text_of = [&](double v) { return text(v); };
   auto bad = [](const char* flag, const char* key, const std::string& value, const std::string& allowed) {
     if (flag == nullptr) fail_usage(std::string("model config key '") + key + "' is " + value + ": " + allowed);
     fail_usage(std::string(flag) + " " + value + " (model config key '" + key + "'): " + allowed);
@@ -129,6 +187,65 @@ void TransformerLMConfig::validate() const {
   for (int i = 0; i < 3; ++i)
     if (!(probs[i] >= 0.f && probs[i] < 1.f))  // NaN fails both comparisons
       bad(dropout_names[i].first, dropout_names[i].second, text(probs[i]), "must be a probability in [0, 1)");
+  // Adaptive input / softmax (fairseq's asserts in TransformerLanguageModel.build_model, as usage errors).
+  auto check_bands = [&](const std::string& text, float factor, const char* cut_flag, const char* cut_key,
+                         const char* factor_flag, const char* factor_key) {
+    const std::vector<int64_t> cut = parse_cutoffs(text, cut_flag, cut_key);
+    for (size_t i = 0; i < cut.size(); ++i) {
+      if (i > 0 && cut[i] <= cut[i - 1])
+        bad(cut_flag, cut_key, "'" + text + "'", "cutoffs must be strictly increasing");
+      if (cut[i] > vocab_size)
+        bad(cut_flag, cut_key, "'" + text + "'",
+            "cutoff " + std::to_string(cut[i]) + " exceeds the vocabulary size " + std::to_string(vocab_size) +
+                " (dict.txt); use smaller cutoffs for this dictionary");
+    }
+    if (cut.front() <= padding_idx)
+      bad(cut_flag, cut_key, "'" + text + "'", "the first cutoff must exceed the padding index " + std::to_string(padding_idx));
+    const size_t bands = cut.size() + (cut.back() < vocab_size ? 1 : 0);
+    if (bands > 16) bad(cut_flag, cut_key, "'" + text + "'", "at most 16 bands (15 cutoffs) are supported");
+    if (!(factor > 0.f) || !std::isfinite(factor)) bad(factor_flag, factor_key, text_of(factor), "must be a finite number > 0");
+    const double last_dim = std::floor(static_cast<double>(decoder_embed_dim) / std::pow(factor, static_cast<double>(bands - 1)));
+    if (last_dim < 1)
+      bad(factor_flag, factor_key, text_of(factor),
+          "the last band's dimension C / factor^" + std::to_string(bands - 1) + " is below 1; use a smaller factor or fewer bands");
+    return cut;
+  };
+  if (adaptive_input) {
+    if (adaptive_input_cutoff.empty())
+      fail_usage("--adaptive-input needs --adaptive-input-cutoff (model config key 'adaptive_input_cutoff')",
+                 "e.g. --adaptive-input-cutoff 20000,60000");
+    check_bands(adaptive_input_cutoff, adaptive_input_factor, "--adaptive-input-cutoff", "adaptive_input_cutoff",
+                "--adaptive-input-factor", "adaptive_input_factor");
+    if (share_decoder_input_output_embed && !has_adaptive_softmax())
+      fail_usage("--share-decoder-input-output-embed cannot tie an adaptive input to a full softmax",
+                 "use --adaptive-softmax-cutoff with --tie-adaptive-weights");
+  }
+  if (has_adaptive_softmax()) {
+    check_bands(adaptive_softmax_cutoff, adaptive_softmax_factor, "--adaptive-softmax-cutoff", "adaptive_softmax_cutoff",
+                "--adaptive-softmax-factor", "adaptive_softmax_factor");
+    if (!(adaptive_softmax_dropout >= 0.f && adaptive_softmax_dropout < 1.f))
+      bad("--adaptive-softmax-dropout", "adaptive_softmax_dropout", text_of(adaptive_softmax_dropout),
+          "must be a probability in [0, 1)");
+  } else if (criterion == Criterion::AdaptiveLoss) {
+    fail_usage("--criterion adaptive_loss needs an adaptive softmax (--adaptive-softmax-cutoff)",
+               "give --adaptive-softmax-cutoff 20000,60000 (or --arch transformer_lm_wiki103), or use --criterion cross_entropy");
+  }
+  if (tie_adaptive_weights) {
+    if (!adaptive_input || !has_adaptive_softmax())
+      fail_usage("--tie-adaptive-weights needs --adaptive-input and --adaptive-softmax-cutoff",
+                 "give both, or drop --tie-adaptive-weights");
+    if (parse_cutoffs(adaptive_input_cutoff, "--adaptive-input-cutoff", "adaptive_input_cutoff") !=
+        parse_cutoffs(adaptive_softmax_cutoff, "--adaptive-softmax-cutoff", "adaptive_softmax_cutoff"))
+      fail_usage("--tie-adaptive-weights: --adaptive-input-cutoff '" + adaptive_input_cutoff +
+                     "' and --adaptive-softmax-cutoff '" + adaptive_softmax_cutoff + "' differ",
+                 "tied tables need the same bands: give both the same cutoffs");
+    if (adaptive_input_factor != adaptive_softmax_factor)
+      fail_usage("--tie-adaptive-weights: --adaptive-input-factor " + text_of(adaptive_input_factor) +
+                     " and --adaptive-softmax-factor " + text_of(adaptive_softmax_factor) + " differ",
+                 "tied tables need the same band dimensions: give both the same factor");
+  } else if (tie_adaptive_proj) {
+    log_once(LogLevel::Warning, "--tie-adaptive-proj has no effect without --tie-adaptive-weights (as in fairseq)");
+  }
   if (!(alibi_slope_scale > 0.f) || !std::isfinite(alibi_slope_scale))
     bad(nullptr, "alibi_slope_scale", text(alibi_slope_scale), "must be a finite number > 0");
   if (attention_window < 0)
@@ -164,6 +281,13 @@ void TransformerLMConfig::apply_overrides(const nlohmann::json& j, const std::st
   fields::apply(fields(), *this, known, source);
 }
 
+std::vector<int64_t> TransformerLMConfig::input_cutoffs() const {
+  return parse_cutoffs(adaptive_input_cutoff, "--adaptive-input-cutoff", "adaptive_input_cutoff");
+}
+std::vector<int64_t> TransformerLMConfig::softmax_cutoffs() const {
+  return parse_cutoffs(adaptive_softmax_cutoff, "--adaptive-softmax-cutoff", "adaptive_softmax_cutoff");
+}
+
 std::string structural_differences(const TransformerLMConfig& saved, const TransformerLMConfig& wanted) {
   return fields::structural_differences(TransformerLMConfig::fields(), saved, wanted);
 }
@@ -181,6 +305,12 @@ TransformerLMConfig preset(const std::string& arch) {
     c.dropout = 0.3f;
     c.attention_dropout = 0.1f;
     c.activation_dropout = 0.1f;
+    c.adaptive_input = true;  // REFERENCE.md §2.1: transformer_lm_baevski_wiki103
+    c.adaptive_input_cutoff = "20000,60000";
+    c.adaptive_softmax_cutoff = "20000,60000";
+    c.adaptive_softmax_dropout = 0.2f;
+    c.tie_adaptive_weights = true;
+    c.tie_adaptive_proj = true;
     return c;
   }
   if (arch == "transformer_lm_small") {

@@ -14,6 +14,13 @@
 
 namespace stretch::models {
 
+// The training criterion (fairseq's --criterion): cross_entropy, or adaptive_loss (needs an
+// adaptive softmax). With an adaptive softmax, cross_entropy is fairseq's cross_entropy over
+// get_normalized_probs: the exact NLL (nn/adaptive_softmax.h).
+enum class Criterion : uint8_t { CrossEntropy, AdaptiveLoss };
+const char* criterion_name(Criterion c);
+Criterion parse_criterion(const std::string& s);
+
 enum class PosMethod : uint8_t { Alibi, Sinusoidal, Learned, Rope, T5, None };
 const char* pos_method_name(PosMethod p);
 PosMethod parse_pos_method(const std::string& s);  // throws a usage error naming the value
@@ -40,12 +47,26 @@ struct TransformerLMConfig {
   int64_t t5_num_buckets = 32;
   int64_t t5_max_distance = 128;
   float rope_base = 10000.0f;
+  // Adaptive input / adaptive softmax (fairseq's names; cutoffs as fairseq's comma-separated strings).
+  bool adaptive_input = false;
+  float adaptive_input_factor = 4.0f;
+  std::string adaptive_input_cutoff;       // "" : none
+  std::string adaptive_softmax_cutoff;     // "" : full softmax
+  float adaptive_softmax_dropout = 0.0f;
+  float adaptive_softmax_factor = 4.0f;
+  bool tie_adaptive_weights = false;       // output tables = the adaptive input's tables
+  bool tie_adaptive_proj = false;          // tail projections = the input's, transposed
+  Criterion criterion = Criterion::CrossEntropy;
   // Evaluation-time ALiBi options (not part of the trained weights).
   float alibi_slope_scale = 1.0f;          // position interpolation: slopes · L_train / L_eval
   int64_t attention_window = 0;            // keys visible iff i − j < W (0: unlimited)
 
   int64_t head_dim() const { return decoder_embed_dim / decoder_attention_heads; }
   bool has_final_norm() const { return decoder_normalize_before && !no_decoder_final_norm; }
+  bool has_adaptive_softmax() const { return !adaptive_softmax_cutoff.empty(); }
+  // The parsed cutoffs (validate() has checked them).
+  std::vector<int64_t> input_cutoffs() const;
+  std::vector<int64_t> softmax_cutoffs() const;
   void validate() const;  // usage errors for impossible combinations
   nlohmann::json to_json() const;
   static TransformerLMConfig from_json(const nlohmann::json& j);
@@ -62,7 +83,8 @@ struct TransformerLMConfig {
 // "key saved (this run: wanted), ..." for the structural keys that differ ("" if none).
 std::string structural_differences(const TransformerLMConfig& saved, const TransformerLMConfig& wanted);
 
-// Presets by --arch name: transformer_lm, transformer_lm_wiki103, transformer_lm_small
+// Presets by --arch name: transformer_lm, transformer_lm_wiki103 (= transformer_lm_baevski_wiki103:
+// REFERENCE.md §2.1, adaptive input and a tied adaptive softmax), transformer_lm_small
 // (4 layers, 256, 4 heads, 1024), transformer_lm_tiny (2 layers, 128, 4 heads, 512).
 TransformerLMConfig preset(const std::string& arch);
 

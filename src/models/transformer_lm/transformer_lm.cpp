@@ -47,12 +47,22 @@ void KvCache::keep_last(int64_t memory) {
 TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(config)) {
   config_.validate();
   const auto& c = config_;
-  if (static_cast<uint64_t>(c.decoder_layers) >= kMaxLayerSlots)
+  // The adaptive softmax's masks use the layer slot after the last block.
+  if (static_cast<uint64_t>(c.decoder_layers + (c.has_adaptive_softmax() ? 1 : 0)) >= kMaxLayerSlots)
     fail_usage("--decoder-layers " + std::to_string(c.decoder_layers) + ": at most " +
                    std::to_string(kMaxLayerSlots - 1) + " layers have distinct dropout masks",
                "use fewer layers");
   const int64_t C = c.decoder_embed_dim, V = c.vocab_size;
-  embed_tokens_ = nn::Embedding::make(params_, "decoder.embed_tokens.weight", V, C);
+  if (c.adaptive_input)
+    adaptive_input_ = nn::AdaptiveInput(params_, "decoder.embed_tokens.",
+                                        {.vocab_size = V,
+                                         .padding_idx = c.padding_idx,
+                                         .initial_dim = C,
+                                         .factor = c.adaptive_input_factor,
+                                         .output_dim = C,
+                                         .cutoff = c.input_cutoffs()});
+  else
+    embed_tokens_ = nn::Embedding::make(params_, "decoder.embed_tokens.weight", V, C);
   if (c.pos == PosMethod::Learned)
     embed_positions_ =
         nn::Embedding::make(params_, "decoder.embed_positions.weight", c.max_target_positions + c.padding_idx + 1, C);
@@ -70,11 +80,29 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
   for (int64_t l = 0; l < c.decoder_layers; ++l)
     layers_.emplace_back(params_, "decoder.layers." + std::to_string(l) + ".", block, position_.get());
   if (c.has_final_norm()) final_norm_ = nn::LayerNorm::make(params_, "decoder.layer_norm.", C);
-  output_projection_ = c.share_decoder_input_output_embed
-                           ? nn::Linear::tied(embed_tokens_.weight)
-                           : nn::Linear::make(params_, "decoder.output_projection.", C, V, nn::Bias::Without);
+  if (c.has_adaptive_softmax()) {
+    auto head = std::make_unique<nn::AdaptiveSoftmax>(
+        params_, "decoder.adaptive_softmax.",
+        nn::AdaptiveSoftmaxConfig{.vocab_size = V,
+                                  .input_dim = C,
+                                  .cutoff = c.softmax_cutoffs(),
+                                  .dropout = c.adaptive_softmax_dropout,
+                                  .factor = c.adaptive_softmax_factor,
+                                  .tied = c.tie_adaptive_weights ? &adaptive_input_ : nullptr,
+                                  .tie_proj = c.tie_adaptive_weights && c.tie_adaptive_proj,
+                                  .criterion = c.criterion == Criterion::AdaptiveLoss ? nn::AdaptiveCriterion::AdaptiveLoss
+                                                                                     : nn::AdaptiveCriterion::CrossEntropy});
+    adaptive_ = head.get();
+    head_ = std::move(head);
+  } else {
+    output_projection_ = c.share_decoder_input_output_embed
+                             ? nn::Linear::tied(embed_tokens_.weight)
+                             : nn::Linear::make(params_, "decoder.output_projection.", C, V, nn::Bias::Without);
+    auto head = std::make_unique<nn::SoftmaxHead>(output_projection_.weight);
+    softmax_ = head.get();
+    head_ = std::move(head);
+  }
   if (t5_table_.defined()) params_.add("decoder.relative_attention_bias.weight", t5_table_);
-  head_ = std::make_unique<nn::SoftmaxHead>(output_projection_.weight);
 }
 
 ModelInfo TransformerLM::info() const {
@@ -85,7 +113,12 @@ ModelInfo TransformerLM::info() const {
           .padding_idx = c.padding_idx,
           .tokens_per_sample = c.tokens_per_sample,
           .label = pos_method_name(c.pos),
-          .summary = c.arch + " pos=" + pos_method_name(c.pos)};
+          .summary = c.arch + " pos=" + pos_method_name(c.pos) +
+                     (c.adaptive_input ? " adaptive-input=" + c.adaptive_input_cutoff : std::string()) +
+                     (c.has_adaptive_softmax() ? " adaptive-softmax=" + c.adaptive_softmax_cutoff +
+                                                     (c.tie_adaptive_weights ? " tied" : "") +
+                                                     (c.tie_adaptive_weights && c.tie_adaptive_proj ? "+proj" : "")
+                                               : std::string())};
 }
 
 void TransformerLM::init(uint64_t seed) {
@@ -93,8 +126,12 @@ void TransformerLM::init(uint64_t seed) {
   const int64_t C = c.decoder_embed_dim;
   Rng rng(seed, /*stream=*/0x1417);
   const float emb_std = 1.0f / std::sqrt(static_cast<float>(C));
-  nn::init_normal(embed_tokens_.weight, 0.f, emb_std, rng);  // fairseq Embedding: N(0, C^-1/2), pad row 0
-  std::fill_n(embed_tokens_.weight.data() + c.padding_idx * C, C, 0.f);
+  if (c.adaptive_input) {
+    adaptive_input_.init(rng);
+  } else {
+    nn::init_normal(embed_tokens_.weight, 0.f, emb_std, rng);  // fairseq Embedding: N(0, C^-1/2), pad row 0
+    std::fill_n(embed_tokens_.weight.data() + c.padding_idx * C, C, 0.f);
+  }
   if (embed_positions_.weight.defined()) {  // LearnedPositionalEmbedding: same init, pad row 0
     nn::init_normal(embed_positions_.weight, 0.f, emb_std, rng);
     std::fill_n(embed_positions_.weight.data() + c.padding_idx * C, C, 0.f);
@@ -116,7 +153,8 @@ void TransformerLM::init(uint64_t seed) {
     L.final_layer_norm.init();
   }
   if (final_norm_.defined()) final_norm_.init();
-  if (!c.share_decoder_input_output_embed) nn::init_normal(output_projection_.weight, 0.f, emb_std, rng);
+  if (adaptive_) adaptive_->init(rng);
+  else if (!c.share_decoder_input_output_embed) nn::init_normal(output_projection_.weight, 0.f, emb_std, rng);
   if (t5_table_.defined()) nn::init_normal(t5_table_, 0.f, emb_std, rng);
 }
 
@@ -174,7 +212,8 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
   if (cache && cache->layers.empty()) cache->layers.resize(layers_.size());
   Tensor key_padding = cache ? Tensor() : position::key_padding_mask(src, c.padding_idx);  // undefined when no pad
   const float embed_scale = c.no_scale_embedding ? 1.0f : std::sqrt(static_cast<float>(c.decoder_embed_dim));
-  Var x = embed_tokens_(src, embed_scale);
+  if (adaptive_) adaptive_->set_dropout_stream(opt.seed, dropout_stream(opt, c.decoder_layers, 0));
+  Var x = c.adaptive_input ? adaptive_input_(src, embed_scale) : embed_tokens_(src, embed_scale);
   x = add_positions(x, src, pos_offset);
   x = dropout(x, {.p = train ? c.dropout : 0.f, .seed = opt.seed, .stream = dropout_stream(opt, -1, 0)});
   const int64_t T = src.dim(1);
@@ -197,6 +236,41 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
   if (final_norm_.defined()) x = final_norm_(x);
   if (cache) cache->length += src.dim(1);
   return x;
+}
+
+int64_t TransformerLM::parameter_count(const TransformerLMConfig& c) {
+  c.validate();
+  const int64_t C = c.decoder_embed_dim, V = c.vocab_size, F = c.decoder_ffn_embed_dim;
+  int64_t n = 0;
+  auto bands_of = [&](const std::vector<int64_t>& cut) { return nn::VocabBands::make(cut, V); };
+  if (c.adaptive_input) {
+    const nn::VocabBands b = bands_of(c.input_cutoffs());
+    for (int64_t i = 0; i < b.count(); ++i) {
+      const int64_t d = nn::VocabBands::dim(C, c.adaptive_input_factor, i);
+      n += b.size(i) * d + C * d;  // table + projection
+    }
+  } else {
+    n += V * C;
+  }
+  if (c.pos == PosMethod::Learned) n += (c.max_target_positions + c.padding_idx + 1) * C;
+  if (c.pos == PosMethod::T5) n += c.t5_num_buckets * c.decoder_attention_heads;
+  // per block: q, k, v, out (weights + biases), two LayerNorms, fc1, fc2
+  n += c.decoder_layers * (4 * (C * C + C) + 2 * 2 * C + (C * F + F) + (F * C + C));
+  if (c.has_final_norm()) n += 2 * C;
+  if (c.has_adaptive_softmax()) {
+    const nn::VocabBands b = bands_of(c.softmax_cutoffs());
+    const int64_t k = b.count();
+    n += c.tie_adaptive_weights ? (k - 1) * C : (b.size(0) + k - 1) * C;
+    for (int64_t i = 1; i < k; ++i) {
+      const int64_t d = c.tie_adaptive_weights ? nn::VocabBands::dim(C, c.adaptive_input_factor, i)
+                                               : nn::VocabBands::dim(C, c.adaptive_softmax_factor, i);
+      if (!(c.tie_adaptive_weights && c.tie_adaptive_proj)) n += d * C;
+      if (!c.tie_adaptive_weights) n += b.size(i) * d;
+    }
+  } else if (!c.share_decoder_input_output_embed) {
+    n += V * C;
+  }
+  return n;
 }
 
 }  // namespace stretch::models

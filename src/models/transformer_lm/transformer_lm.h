@@ -4,7 +4,9 @@
 // Contract: parameters carry fairseq state-dict names (decoder.embed_tokens.weight, ...);
 // init follows fairseq (REFERENCE.md §2.3); forward matches fairseq's TransformerDecoder
 // (embedding · sqrt(C), positions, dropout, pre/post-norm blocks, optional final norm, tied or
-// untied output through nn::SoftmaxHead). Segment state: the KV cache (Decode, and Memory for
+// untied output through nn::SoftmaxHead; or, with adaptive_input / adaptive_softmax_cutoff, fairseq's
+// AdaptiveInput (decoder.embed_tokens.embeddings.*) and AdaptiveSoftmax (decoder.adaptive_softmax.*,
+// registered after the blocks and the final norm, as fairseq's state dict has them). Segment state: the KV cache (Decode, and Memory for
 // relative position methods); no training memory.
 // Dropout masks: stream (step << 24) ^ (micro << 16) ^ ((layer + 1) << 4) ^ site, which is
 // distinct for every (update, micro, layer, site) only while micro < 256, layer + 1 < 4096 and
@@ -16,6 +18,8 @@
 
 #include "models/language_model.h"
 #include "models/transformer_lm/config.h"
+#include "nn/adaptive_input.h"
+#include "nn/adaptive_softmax.h"
 #include "nn/decoder_block.h"
 #include "nn/softmax_head.h"
 
@@ -45,9 +49,14 @@ class TransformerLM final : public LanguageModel {
   // src [B, T] I32 -> hidden states [B, T, C] after the last block (and final norm).
   Var features(const Tensor& src, const ForwardOptions& opt) override;
   const nn::OutputHead& head() const override { return *head_; }
+  // fairseq's parameter count of a config without allocating the model (tests, `stretch info`).
+  static int64_t parameter_count(const TransformerLMConfig& config);
   std::unique_ptr<SegmentState> new_segment_state(SegmentUse use) const override;
-  // logits [.., V] of hidden [.., C]; forward = output(features) (tests and benchmarks)
-  Var output(const Var& hidden) const { return head_->logits(hidden); }
+  // logits [.., V] of hidden [.., C] (adaptive softmax: log-probabilities [N, V], no gradient);
+  // forward = output(features) (tests and benchmarks)
+  Var output(const Var& hidden) const {
+    return softmax_ ? softmax_->logits(hidden) : Var(adaptive_->log_scores(hidden.value()));
+  }
   Var forward(const Tensor& src, const ForwardOptions& opt) { return output(features(src, opt)); }
 
  private:
@@ -57,12 +66,15 @@ class TransformerLM final : public LanguageModel {
   TransformerLMConfig config_;
   nn::ParameterList params_;
   nn::Embedding embed_tokens_, embed_positions_;
+  nn::AdaptiveInput adaptive_input_;  // when config_.adaptive_input
   Var t5_table_;
   std::unique_ptr<nn::AttentionPosition> position_;
   std::vector<nn::DecoderBlock> layers_;
   nn::LayerNorm final_norm_;
   nn::Linear output_projection_;
-  std::unique_ptr<nn::SoftmaxHead> head_;
+  std::unique_ptr<nn::OutputHead> head_;
+  nn::SoftmaxHead* softmax_ = nullptr;       // head_ when it is the full softmax
+  nn::AdaptiveSoftmax* adaptive_ = nullptr;  // head_ when it is the adaptive softmax
 };
 
 }  // namespace stretch::models

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from . import adaptive as A
 from . import positions as P
 from .errors import InputError
 from .safetensors_io import load_file
@@ -87,6 +88,18 @@ class LMConfig:
     dropout: float = 0.0
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
+    adaptive_input: bool = False
+    adaptive_input_cutoff: tuple = ()
+    adaptive_input_factor: float = 4.0
+    adaptive_softmax_cutoff: tuple = ()  # empty: full softmax
+    adaptive_softmax_factor: float = 4.0
+    tie_adaptive_weights: bool = False
+    tie_adaptive_proj: bool = False
+    criterion: str = "cross_entropy"
+
+    @property
+    def adaptive_softmax(self) -> bool:
+        return len(self.adaptive_softmax_cutoff) > 0
 
     @property
     def head_dim(self) -> int:
@@ -127,6 +140,14 @@ class LMConfig:
             dropout=_as_float("dropout", g("dropout", 0.0)),
             attention_dropout=_as_float("attention_dropout", g("attention_dropout", 0.0)),
             activation_dropout=_as_float("activation_dropout", g("activation_dropout", 0.0)),
+            adaptive_input=_as_bool("adaptive_input", g("adaptive_input", False)),
+            adaptive_input_cutoff=tuple(A.parse_cutoff(g("adaptive_input_cutoff", ""))),
+            adaptive_input_factor=_as_float("adaptive_input_factor", g("adaptive_input_factor", 4.0)),
+            adaptive_softmax_cutoff=tuple(A.parse_cutoff(g("adaptive_softmax_cutoff", ""))),
+            adaptive_softmax_factor=_as_float("adaptive_softmax_factor", g("adaptive_softmax_factor", 4.0)),
+            tie_adaptive_weights=_as_bool("tie_adaptive_weights", g("tie_adaptive_weights", False)),
+            tie_adaptive_proj=_as_bool("tie_adaptive_proj", g("tie_adaptive_proj", False)),
+            criterion=str(g("criterion", "cross_entropy")),
         )
         cfg.validate(where)
         return cfg
@@ -167,7 +188,7 @@ class LMConfig:
 def param_shapes(cfg: LMConfig) -> dict:
     """{name: shape} of every parameter, in a fixed order (fairseq state-dict names)."""
     C, F_, V, H = cfg.embed_dim, cfg.ffn_dim, cfg.vocab_size, cfg.heads
-    s = {"decoder.embed_tokens.weight": (V, C)}
+    s = A.input_param_shapes(cfg) if cfg.adaptive_input else {"decoder.embed_tokens.weight": (V, C)}
     if cfg.pos == "learned":
         s["decoder.embed_positions.weight"] = (cfg.max_target_positions + cfg.padding_idx + 1, C)
     if cfg.pos == "t5":
@@ -188,7 +209,9 @@ def param_shapes(cfg: LMConfig) -> dict:
     if cfg.has_final_norm:
         s["decoder.layer_norm.weight"] = (C,)
         s["decoder.layer_norm.bias"] = (C,)
-    if not cfg.share_io:
+    if cfg.adaptive_softmax:
+        s.update(A.softmax_param_shapes(cfg))
+    elif not cfg.share_io:
         s["decoder.output_projection.weight"] = (V, C)
     return s
 
@@ -217,15 +240,17 @@ def _layer_norm(p, pre, x):
     return F.layer_norm(x, (x.shape[-1],), p[pre + ".weight"], p[pre + ".bias"], eps=LN_EPS)
 
 
-def forward(cfg: LMConfig, params: dict, src_tokens: torch.Tensor) -> torch.Tensor:
-    """params {name: tensor} (any float dtype, all the same); src_tokens [B, T] int -> logits [B, T, V]."""
+def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor) -> torch.Tensor:
+    """params {name: tensor} (any float dtype, all the same); src_tokens [B, T] int -> hidden [B, T, C]."""
     p = params
     src = src_tokens.to(torch.int64)
     B, T = src.shape
-    W = p["decoder.embed_tokens.weight"]
-    dtype = W.dtype
     pad = cfg.padding_idx
-    x = F.embedding(src, W, padding_idx=pad)  # [B, T, C]
+    if cfg.adaptive_input:
+        x = A.adaptive_input(cfg, p, src)  # [B, T, C]
+    else:
+        x = F.embedding(src, p["decoder.embed_tokens.weight"], padding_idx=pad)  # [B, T, C]
+    dtype = x.dtype
     if not cfg.no_scale_embedding:
         x = x * math.sqrt(cfg.embed_dim)
     if cfg.pos in ("sinusoidal", "learned"):
@@ -269,7 +294,16 @@ def forward(cfg: LMConfig, params: dict, src_tokens: torch.Tensor) -> torch.Tens
             x = _layer_norm(p, pre + "final_layer_norm", x)
     if cfg.has_final_norm:
         x = _layer_norm(p, "decoder.layer_norm", x)
-    W_out = W if cfg.share_io else p["decoder.output_projection.weight"]
+    return x
+
+
+def forward(cfg: LMConfig, params: dict, src_tokens: torch.Tensor) -> torch.Tensor:
+    """-> logits [B, T, V]; with an adaptive softmax the full log-probabilities [B, T, V]."""
+    x = features(cfg, params, src_tokens)
+    if cfg.adaptive_softmax:
+        B, T, C = x.shape
+        return A.log_probs(cfg, params, x.reshape(B * T, C)).reshape(B, T, -1)
+    W_out = params["decoder.embed_tokens.weight"] if cfg.share_io else params["decoder.output_projection.weight"]
     return x @ W_out.t()
 
 
@@ -329,10 +363,24 @@ class TransformerLM:
         return forward(self.cfg, self.params, src_tokens)
 
     def loss(self, src_tokens: torch.Tensor, target: torch.Tensor):
-        """-> (summed NLL (nats) as a 0-d tensor, ntokens, logits [B, T, V])."""
-        logits = self.forward(src_tokens)
-        loss, ntok = nll_sum(logits, target, self.cfg.padding_idx)
-        return loss, ntok, logits
+        """-> (summed NLL (nats) as a 0-d tensor, ntokens, logits [B, T, V]); with an adaptive
+        softmax the criterion's loss (adaptive_loss: fairseq's, with its ignore_index quirk;
+        cross_entropy: the exact NLL) and the full log-probabilities."""
+        cfg = self.cfg
+        if not cfg.adaptive_softmax:
+            logits = self.forward(src_tokens)
+            loss, ntok = nll_sum(logits, target, cfg.padding_idx)
+            return loss, ntok, logits
+        x = features(cfg, self.params, src_tokens)
+        B, T, C = x.shape
+        flat, tgt = x.reshape(B * T, C), target.to(torch.int64).reshape(-1)
+        lp = A.log_probs(cfg, self.params, flat)
+        if cfg.criterion == "adaptive_loss":
+            loss, ntok = A.adaptive_loss(cfg, self.params, flat, tgt, cfg.padding_idx)
+        else:
+            loss = F.nll_loss(lp, tgt, ignore_index=cfg.padding_idx, reduction="sum")
+            ntok = int(tgt.ne(cfg.padding_idx).sum())
+        return loss, ntok, lp.reshape(B, T, -1)
 
     def zero_grad(self):
         for t in self.params.values():

@@ -1,0 +1,175 @@
+// nn/adaptive_softmax.cpp — see adaptive_softmax.h.
+#include "nn/adaptive_softmax.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "autograd/tape.h"
+#include "core/error.h"
+#include "ops/cross_entropy.h"
+
+namespace stretch::nn {
+
+using namespace stretch::autograd;
+
+namespace {
+constexpr int32_t kNoIgnore = -1000000;  // an ignore index no target equals
+}
+
+AdaptiveSoftmax::AdaptiveSoftmax(ParameterList& params, const std::string& prefix, const AdaptiveSoftmaxConfig& config)
+    : config_(config), bands_(VocabBands::make(config.cutoff, config.vocab_size)) {
+  const int64_t C = config.input_dim, k = bands_.count();
+  STRETCH_CHECK(!config.tie_proj || config.tied, "adaptive softmax: tied projections need tied weights");
+  if (config.tied) {
+    STRETCH_CHECK(config.tied->bands().ends == bands_.ends, "adaptive softmax: tied bands differ from the input's");
+    STRETCH_CHECK(config.tied->band_dim(0) == C, "adaptive softmax: tied head needs the input's band-0 dim = C");
+    class_proj_ = params.add(prefix + "head.class_proj.weight", {k - 1, C});
+    own_.push_back(class_proj_);
+  } else {
+    head_ = params.add(prefix + "head.weight", {bands_.size(0) + k - 1, C});
+    own_.push_back(head_);
+  }
+  for (int64_t b = 1; b < k; ++b) {
+    const std::string t = prefix + "tail." + std::to_string(b - 1) + ".";
+    if (config.tied && config.tie_proj) {
+      proj_.push_back(config.tied->projection(b));  // [C, d_b], used transposed
+      proj_transposed_.push_back(true);
+    } else {
+      const int64_t d = config.tied ? config.tied->band_dim(b) : VocabBands::dim(C, config.factor, b);
+      proj_.push_back(params.add(t + "0.weight", {d, C}));
+      proj_transposed_.push_back(false);
+      own_.push_back(proj_.back());
+    }
+    if (config.tied) {
+      out_.push_back(config.tied->table(b));  // [size_b, d_b]
+    } else {
+      const int64_t d = proj_.back().shape()[0];
+      out_.push_back(params.add(t + "2.weight", {bands_.size(b), d}));
+      own_.push_back(out_.back());
+    }
+  }
+}
+
+void AdaptiveSoftmax::init(Rng& rng) {
+  for (Var& w : own_) init_xavier_uniform(w, 1.0f, rng);
+}
+
+Var AdaptiveSoftmax::head_weight() const {
+  if (head_.defined()) return head_;
+  return concat_rows(config_.tied->table(0), class_proj_);  // word rows (the tied table), then clusters
+}
+
+Var AdaptiveSoftmax::tail(int64_t band, const Var& x, float p) const {
+  const auto i = static_cast<size_t>(band - 1);
+  Var z = proj_transposed_[i] ? linear_transposed(x, proj_[i]) : linear(x, proj_[i], Var());  // [n, d]
+  if (p > 0.f) z = dropout(z, {.p = p, .seed = seed_, .stream = stream_ ^ static_cast<uint64_t>(band)});
+  return linear(z, out_[i], Var());  // [n, size_band]
+}
+
+HeadLoss AdaptiveSoftmax::loss(const Var& hidden, const Tensor& targets, int32_t pad, LossUse use) const {
+  const int64_t C = config_.input_dim, n = hidden.numel() / C, c0 = bands_.size(0);
+  STRETCH_CHECK(targets.numel() == n, "adaptive softmax: " << targets.numel() << " targets for " << n << " rows");
+  const bool train = use == LossUse::Training;
+  const bool adaptive_loss = config_.criterion == AdaptiveCriterion::AdaptiveLoss;
+  const float p = train ? config_.dropout : 0.f;
+  Var x = hidden;
+  if (adaptive_loss && p > 0.f) x = dropout(x, {.p = p, .seed = seed_, .stream = stream_});
+  const int32_t* t = targets.i32();
+  for (int64_t i = 0; i < n; ++i)
+    if (t[i] != pad && (t[i] < 0 || t[i] >= config_.vocab_size))
+      throw Error(ErrorKind::Input, "adaptive softmax: target id " + std::to_string(t[i]) + " at offset " +
+                                        std::to_string(i) + " is outside the vocabulary of " +
+                                        std::to_string(config_.vocab_size),
+                  "the data was binarized with a larger dictionary than the model's");
+  const BandRoute r = route(bands_, t, n, pad);
+  Tensor head_target = Tensor::empty({n}, DType::I32);  // w if w < c_0, else c_0 + band − 1
+  for (int64_t i = 0; i < n; ++i)
+    head_target.i32()[i] = t[i] == pad || t[i] < c0 ? t[i] : static_cast<int32_t>(c0 + bands_.band_of(t[i]) - 1);
+  HeadLoss out;
+  const LogitsBuffer buffer = train ? LogitsBuffer::ReuseForGradient : LogitsBuffer::Keep;
+  out.loss = cross_entropy(linear(x, head_weight(), Var()), head_target, pad, ops::Reduction::Sum, &out.ntokens, buffer);
+  for (int64_t b = 1; b < bands_.count(); ++b) {
+    const auto i = static_cast<size_t>(b);
+    if (r.rows[i].numel() == 0) continue;
+    Var logits = tail(b, gather_rows(x, r.rows[i]), p);
+    out.loss = add(out.loss, cross_entropy(logits, r.local[i], adaptive_loss ? pad : kNoIgnore, ops::Reduction::Sum,
+                                           nullptr, buffer));
+  }
+  out.sample_size = static_cast<double>(out.ntokens);
+  return out;
+}
+
+void AdaptiveSoftmax::target_nll(const Tensor& hidden, std::span<const int64_t> rows, std::span<const int32_t> targets,
+                                 float* nll, int64_t chunk_rows) const {
+  STRETCH_CHECK(rows.size() == targets.size(), "target_nll: " << rows.size() << " rows, " << targets.size() << " targets");
+  NoGradGuard no_grad;
+  const int64_t n = static_cast<int64_t>(rows.size()), C = config_.input_dim, c0 = bands_.size(0);
+  int64_t widest = c0 + bands_.count() - 1;
+  for (int64_t b = 1; b < bands_.count(); ++b) widest = std::max(widest, bands_.size(b));
+  const int64_t chunk =
+      chunk_rows > 0 ? chunk_rows : std::max<int64_t>(1, kScoreChunkBytes / (widest * static_cast<int64_t>(sizeof(float))));
+  const Var head_w = head_weight();
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int64_t m = std::min(chunk, n - r0);
+    Tensor h = Tensor::empty({m, C});  // [m, C]
+    Tensor head_target = Tensor::empty({m}, DType::I32);
+    for (int64_t i = 0; i < m; ++i) {
+      std::copy_n(hidden.f32() + rows[r0 + i] * C, C, h.f32() + i * C);
+      const int32_t w = targets[r0 + i];
+      STRETCH_CHECK(w >= 0 && w < config_.vocab_size, "target_nll: target " << w << " outside the vocabulary");
+      head_target.i32()[i] = w < c0 ? w : static_cast<int32_t>(c0 + bands_.band_of(w) - 1);
+    }
+    {
+      Tensor lg = linear(Var(h), head_w, Var()).value();  // [m, c_0 + k − 1]
+      Tensor lse = Tensor::empty({m});
+      ops::cross_entropy_forward(nll + r0, lse.f32(), lg.f32(), head_target.i32(),
+                                 {.n = m, .v = lg.dim(1), .ignore_index = kNoIgnore});
+    }
+    const BandRoute route_m = route(bands_, targets.data() + r0, m);
+    for (int64_t b = 1; b < bands_.count(); ++b) {
+      const Tensor& br = route_m.rows[static_cast<size_t>(b)];
+      const int64_t mb = br.numel();
+      if (mb == 0) continue;
+      Tensor lg = tail(b, gather_rows(Var(h), br), 0.f).value();  // [mb, size_b]
+      Tensor lse = Tensor::empty({mb}), nb = Tensor::empty({mb});
+      ops::cross_entropy_forward(nb.f32(), lse.f32(), lg.f32(), route_m.local[static_cast<size_t>(b)].i32(),
+                                 {.n = mb, .v = lg.dim(1), .ignore_index = kNoIgnore});
+      for (int64_t j = 0; j < mb; ++j) nll[r0 + br.i64()[j]] += nb.f32()[j];
+    }
+  }
+}
+
+Tensor AdaptiveSoftmax::log_scores(const Tensor& hidden) const {
+  NoGradGuard no_grad;
+  const int64_t C = config_.input_dim, n = hidden.numel() / C, c0 = bands_.size(0), V = config_.vocab_size;
+  std::vector<int64_t> dims = hidden.shape().dims();
+  dims.back() = V;
+  Tensor out = Tensor::empty(Shape(dims));  // [.., V] log-probabilities
+  const Var x(hidden.view({n, C}));
+  Tensor head = linear(x, head_weight(), Var()).value();  // [N, c_0 + k − 1]
+  const int64_t hw = head.dim(1);
+  auto log_softmax_row = [](const float* in, float* dst, int64_t v, float add) {
+    float mx = in[0];
+    for (int64_t j = 1; j < v; ++j) mx = std::max(mx, in[j]);
+    double s = 0;
+    for (int64_t j = 0; j < v; ++j) s += std::exp(static_cast<double>(in[j] - mx));
+    const float lse = mx + static_cast<float>(std::log(s));
+    for (int64_t j = 0; j < v; ++j) dst[j] = in[j] - lse + add;
+  };
+  std::vector<float> head_lp(static_cast<size_t>(hw));
+  for (int64_t i = 0; i < n; ++i) {
+    log_softmax_row(head.f32() + i * hw, head_lp.data(), hw, 0.f);
+    std::copy_n(head_lp.data(), c0, out.f32() + i * V);
+    for (int64_t b = 1; b < bands_.count(); ++b) head.f32()[i * hw + c0 + b - 1] = head_lp[static_cast<size_t>(c0 + b - 1)];
+  }
+  for (int64_t b = 1; b < bands_.count(); ++b) {
+    Tensor lg = tail(b, x, 0.f).value();  // [N, size_b]
+    const int64_t sb = bands_.size(b), s0 = bands_.start(b);
+    for (int64_t i = 0; i < n; ++i)
+      log_softmax_row(lg.f32() + i * sb, out.f32() + i * V + s0, sb, head.f32()[i * hw + c0 + b - 1]);
+  }
+  return out;
+}
+
+}  // namespace stretch::nn
