@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """End-to-end eval-lm parity: the stretch binary against the PyTorch oracle (check_eval_lm.py).
 
-usage: eval_lm_parity.py --stretch build/bin/stretch --pos alibi [--keep DIR]
+usage: eval_lm_parity.py --stretch build/bin/stretch --pos alibi [--adaptive] [--keep DIR]
+
+--adaptive: the model has an adaptive input and a tied adaptive softmax with tied projections
+(the wiki103 layout at cutoffs 12,24, factor 2) trained with --criterion adaptive_loss; eval-lm
+scores only the target's head and tail rows, the oracle takes the full log-softmax (REFERENCE §2.5).
 
 For one position method, in a temporary directory:
   1. a synthetic corpus (seeded; 40 word types, lines of 3-9 words) -> `stretch preprocess`;
@@ -89,6 +93,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--stretch", required=True)
     ap.add_argument("--pos", required=True, choices=("alibi", "sinusoidal", "learned", "rope", "t5", "none"))
+    ap.add_argument("--adaptive", action="store_true", help="adaptive input + tied adaptive softmax")
     ap.add_argument("--keep", help="work in this directory and keep it")
     args = ap.parse_args()
     work = args.keep or tempfile.mkdtemp(prefix="stretch-eval-parity-")
@@ -104,7 +109,11 @@ def main():
          "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64", "--decoder-attention-heads", "4",
          "--max-target-positions", "16", "--tokens-per-sample", "16", "--max-tokens", "128", "--max-update", "8",
          "--optimizer", "nag", "--lr", "0.5", "--clip-norm", "0.1", "--save-dir", save, "--no-epoch-checkpoints",
-         "--disable-validation", "--threads", "1", "--seed", "3"])
+         "--disable-validation", "--threads", "1", "--seed", "3"] +
+        (["--adaptive-input", "--adaptive-input-cutoff", "12,24", "--adaptive-softmax-cutoff", "12,24",
+          "--adaptive-input-factor", "2", "--adaptive-softmax-factor", "2", "--tie-adaptive-weights",
+          "--tie-adaptive-proj", "--adaptive-softmax-dropout", "0.1", "--criterion", "adaptive_loss"]
+         if args.adaptive else []))
     ckpt = os.path.join(save, "checkpoint_last.pt")
     stream = os.path.join(work, "valid.tokens.safetensors")
     save_file(stream, {"tokens": torch.tensor(read_stream(os.path.join(data, "valid")), dtype=torch.int32)})
@@ -122,7 +131,7 @@ def main():
         rc = check_eval_lm.main(["--checkpoint", ckpt, "--stream", stream, "--tokens-per-sample", str(l),
                                  "--context-window", str(c), "--result", result])
         failed += rc != 0
-    print(f"eval_lm_parity {args.pos}: {'FAIL' if failed else 'ok'} ({len(runs) - failed}/{len(runs)} agree)")
+    print(f"eval_lm_parity {args.pos}{' adaptive' if args.adaptive else ''}: {'FAIL' if failed else 'ok'} ({len(runs) - failed}/{len(runs)} agree)")
     if not args.keep:
         import shutil
         shutil.rmtree(work, ignore_errors=True)
