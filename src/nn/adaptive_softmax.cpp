@@ -32,21 +32,18 @@ AdaptiveSoftmax::AdaptiveSoftmax(ParameterList& params, const std::string& prefi
   }
   for (int64_t b = 1; b < k; ++b) {
     const std::string t = prefix + "tail." + std::to_string(b - 1) + ".";
+    const int64_t d = config.tied ? config.tied->band_dim(b) : VocabBands::dim(C, config.factor, b);
     if (config.tied && config.tie_proj) {
-      proj_.push_back(config.tied->projection(b));  // [C, d_b], used transposed
-      proj_transposed_.push_back(true);
+      proj_.push_back(Linear::tied(config.tied->projection(b), WeightLayout::InOut));  // [C, d_b], used transposed
     } else {
-      const int64_t d = config.tied ? config.tied->band_dim(b) : VocabBands::dim(C, config.factor, b);
-      proj_.push_back(params.add(t + "0.weight", {d, C}));
-      proj_transposed_.push_back(false);
-      own_.push_back(proj_.back());
+      proj_.push_back(Linear::make(params, t + "0.", C, d, Bias::Without));  // [d, C]
+      own_.push_back(proj_.back().weight);
     }
     if (config.tied) {
-      out_.push_back(config.tied->table(b));  // [size_b, d_b]
+      out_.push_back(Linear::tied(config.tied->table(b)));  // [size_b, d_b]
     } else {
-      const int64_t d = proj_.back().shape()[0];
-      out_.push_back(params.add(t + "2.weight", {bands_.size(b), d}));
-      own_.push_back(out_.back());
+      out_.push_back(Linear::make(params, t + "2.", d, bands_.size(b), Bias::Without));  // [size_b, d]
+      own_.push_back(out_.back().weight);
     }
   }
 }
@@ -62,9 +59,9 @@ Var AdaptiveSoftmax::head_weight() const {
 
 Var AdaptiveSoftmax::tail(int64_t band, const Var& x, float p) const {
   const auto i = static_cast<size_t>(band - 1);
-  Var z = proj_transposed_[i] ? linear_transposed(x, proj_[i]) : linear(x, proj_[i], Var());  // [n, d]
+  Var z = proj_[i](x);  // [n, d]
   if (p > 0.f) z = dropout(z, {.p = p, .seed = seed_, .stream = stream_ ^ static_cast<uint64_t>(band)});
-  return linear(z, out_[i], Var());  // [n, size_band]
+  return out_[i](z);  // [n, size_band]
 }
 
 HeadLoss AdaptiveSoftmax::loss(const Var& hidden, const Tensor& targets, int32_t pad, LossUse use) const {

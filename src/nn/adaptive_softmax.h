@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "nn/adaptive_input.h"
+#include "nn/linear.h"
 #include "nn/output_head.h"
 
 namespace stretch::nn {
@@ -68,8 +69,7 @@ class AdaptiveSoftmax final : public OutputHead {
   AdaptiveSoftmaxConfig config_{};
   VocabBands bands_{};
   Var head_, class_proj_;                 // untied head [c_0 + k − 1, C] | tied: class_proj [k − 1, C]
-  std::vector<Var> proj_{}, out_{};       // per tail (index band − 1); proj may be a transposed [C, d]
-  std::vector<bool> proj_transposed_{};
+  std::vector<Linear> proj_{}, out_{};    // per tail (index band − 1): C → d (tied: InOut [C, d]), d → size
   std::vector<Var> own_{};                // the weights registered here, in order (init)
   uint64_t seed_ = 1, stream_ = 0;
 };

@@ -7,25 +7,35 @@
 #include <string>
 
 #include "autograd/functions.h"
+#include "core/error.h"
 #include "nn/parameters.h"
 
 namespace stretch::nn {
 
 enum class Bias : uint8_t { With, Without };
+// How a Linear's weight is stored: OutIn [O, I] (torch's nn.Linear), or InOut [I, O], another
+// module's [O', I'] weight used transposed (fairseq's TiedLinear(transpose=True): the adaptive
+// softmax's tail projection tied to the adaptive input's band projection). InOut has no bias.
+enum class WeightLayout : uint8_t { OutIn, InOut };
 
-// y [.., O] = x [.., I] · weight [O, I]ᵀ (+ bias [O]). A tied Linear reuses another module's
-// weight (the token embedding as output projection) and registers nothing.
+// y [.., O] = x [.., I] · weight [O, I]ᵀ (+ bias [O]), or x · weight [I, O] (InOut). A tied Linear
+// reuses another module's weight (the token embedding as output projection) and registers nothing.
 struct Linear {
-  Var weight;  // [O, I]
+  Var weight;  // [O, I] (OutIn) or [I, O] (InOut)
   Var bias;    // [O], undefined without bias
+  WeightLayout layout = WeightLayout::OutIn;
   static Linear make(ParameterList& params, const std::string& prefix, int64_t in, int64_t out, Bias b = Bias::With) {
     Linear l;
     l.weight = params.add(prefix + "weight", {out, in});
     if (b == Bias::With) l.bias = params.add(prefix + "bias", {out});
     return l;
   }
-  static Linear tied(const Var& weight) { return {weight, Var()}; }
+  static Linear tied(const Var& weight, WeightLayout layout = WeightLayout::OutIn) { return {weight, Var(), layout}; }
   Var operator()(const Var& x, ops::LinearEpilogue epi = ops::LinearEpilogue::None) const {
+    if (layout == WeightLayout::InOut) {
+      STRETCH_CHECK(!bias.defined() && epi == ops::LinearEpilogue::None, "a transposed Linear has no bias or epilogue");
+      return autograd::linear_transposed(x, weight);
+    }
     return autograd::linear(x, weight, bias, epi);
   }
 };

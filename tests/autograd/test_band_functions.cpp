@@ -1,0 +1,123 @@
+// tests/autograd/test_band_functions.cpp — the autograd functions the adaptive input and softmax
+// are built from, against the same formula built from other ops, values and every gradient:
+//   linear_transposed(x, w [I, O])     vs linear(x, wᵀ materialised)
+//   gather_rows(x, rows)               vs embedding(rows, x) (the same row lookup)
+//   scatter_rows(parts)                its values placed row by row, its gradients = gather_rows of
+//                                      the output's gradient (the adjoint)
+//   concat_rows(a, b)                  the values copied and the gradient split (bitwise)
+// Tolerance: max|a − b| / max|b| ≤ 1e-6 (different summation orders of one GEMM; a wrong
+// transpose, row or missing gradient term is O(1)).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "autograd/tape.h"
+#include "core/rng.h"
+
+namespace stretch::autograd {
+namespace {
+
+Var random_var(Shape s, uint64_t seed) {
+  Tensor t = Tensor::empty(std::move(s));
+  Rng rng(seed, 5);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = rng.uniform(-1.f, 1.f);
+  return Var(t, true);
+}
+Var copy_of(const Var& v) { return Var(v.value().clone(), true); }
+
+void expect_close(const Tensor& a, const Tensor& b, const char* what) {
+  ASSERT_EQ(a.numel(), b.numel()) << what;
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a.f32()[i]) - b.f32()[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b.f32()[i])));
+  }
+  EXPECT_LE(diff, 1e-6 * scale) << what;
+  EXPECT_GT(scale, 0.0) << what << ": an all-zero tensor proves nothing";
+}
+
+// A scalar whose gradient differs in every element of y [n, K]: summed cross-entropy against
+// fixed random targets (softmax − onehot).
+Var scalar_of(const Var& y, uint64_t seed) {
+  const int64_t K = y.shape()[-1], n = y.numel() / K;
+  Tensor t = Tensor::empty({n}, DType::I32);
+  Rng rng(seed, 6);
+  for (int64_t i = 0; i < n; ++i) t.i32()[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(K)));
+  return cross_entropy(y, t, -1, ops::Reduction::Sum);
+}
+
+Tensor transposed(const Tensor& w) {  // [I, O] -> [O, I]
+  const int64_t I = w.dim(0), O = w.dim(1);
+  Tensor t = Tensor::empty({O, I});
+  for (int64_t i = 0; i < I; ++i)
+    for (int64_t o = 0; o < O; ++o) t.f32()[o * I + i] = w.f32()[i * O + o];
+  return t;
+}
+
+Tensor rows_of(std::vector<int64_t> r) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(r.size())}, DType::I64);
+  std::copy(r.begin(), r.end(), t.i64());
+  return t;
+}
+
+TEST(BandFunctions, LinearTransposedEqualsLinearOfTheTranspose) {
+  Var x = random_var({2, 5, 7}, 1), w = random_var({7, 3}, 2);  // x [B, T, I], w [I, O]
+  Var x2 = copy_of(x), wt(transposed(w.value()), true);
+  Var y = linear_transposed(x, w);  // each path recorded and replayed alone (backward clears the tape)
+  ASSERT_EQ(y.shape(), Shape({2, 5, 3}));
+  tape().backward(scalar_of(y, 3));
+  Var y2 = linear(x2, wt, Var());
+  expect_close(y.value(), y2.value(), "y");
+  tape().backward(scalar_of(y2, 3));
+  expect_close(x.grad(), x2.grad(), "dx");
+  expect_close(w.grad(), transposed(wt.grad()), "dw");
+}
+
+TEST(BandFunctions, GatherRowsEqualsAnEmbeddingLookup) {
+  Var x = random_var({6, 4}, 4), x2 = copy_of(x);
+  const Tensor rows = rows_of({5, 0, 5, 2});  // a repeated row and unused rows
+  Tensor ids = Tensor::empty({4}, DType::I32);
+  for (int i = 0; i < 4; ++i) ids.i32()[i] = static_cast<int32_t>(rows.i64()[i]);
+  Var y = gather_rows(x, rows);
+  tape().backward(scalar_of(y, 5));
+  Var y2 = embedding(ids, x2);
+  expect_close(y.value(), y2.value(), "y");
+  tape().backward(scalar_of(y2, 5));
+  expect_close(x.grad(), x2.grad(), "dx");
+}
+
+// Parts a (rows 3, 0) and b (rows 1, 4, 2) into [5, C]: each output row is its part's row, and
+// each part's gradient is the output gradient's rows (the loss's gradient taken on a copy).
+TEST(BandFunctions, ScatterRowsIsTheAdjointOfGather) {
+  Var a = random_var({2, 3}, 6), b = random_var({3, 3}, 7);
+  const Tensor ra = rows_of({3, 0}), rb = rows_of({1, 4, 2});
+  Var y = scatter_rows({{a, ra}, {b, rb}}, Shape({5, 3}));
+  for (int64_t i = 0; i < 2; ++i)
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(y.value().f32()[ra.i64()[i] * 3 + c], a.value().f32()[i * 3 + c]);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(y.value().f32()[rb.i64()[i] * 3 + c], b.value().f32()[i * 3 + c]);
+  Var y_probe(y.value().clone(), true);
+  tape().backward(scalar_of(y, 8));
+  tape().backward(scalar_of(y_probe, 8));  // d loss / d y, the same loss on the same values
+  Var ga = gather_rows(Var(y_probe.grad()), ra), gb = gather_rows(Var(y_probe.grad()), rb);
+  expect_close(a.grad(), ga.value(), "da");
+  expect_close(b.grad(), gb.value(), "db");
+}
+
+TEST(BandFunctions, ConcatRowsCopiesAndSplitsTheGradient) {
+  Var a = random_var({4, 3}, 9), b = random_var({2, 3}, 10);
+  Var y = concat_rows(a, b);
+  ASSERT_EQ(y.shape(), Shape({6, 3}));
+  Var y_probe(y.value().clone(), true);
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(y.value().f32()[i], a.value().f32()[i]);
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(y.value().f32()[12 + i], b.value().f32()[i]);
+  tape().backward(scalar_of(y, 11));
+  tape().backward(scalar_of(y_probe, 11));
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(a.grad().f32()[i], y_probe.grad().f32()[i]);
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(b.grad().f32()[i], y_probe.grad().f32()[12 + i]);
+}
+
+}  // namespace
+}  // namespace stretch::autograd
