@@ -63,6 +63,7 @@ struct Args {
   bool no_isolate = false;
   bool bf16 = false;
   uint64_t seed = 1;
+  std::string model_json = "{}";  // extra model config keys (fairseq names), e.g. the adaptive softmax's
 };
 
 double wall_now() {
@@ -88,6 +89,9 @@ nlohmann::json make_config(const Args& a, int64_t T) {
   if (a.embed_dim > 0) given["decoder_embed_dim"] = a.embed_dim;
   if (a.heads > 0) given["decoder_attention_heads"] = a.heads;
   if (a.ffn_dim > 0) given["decoder_ffn_embed_dim"] = a.ffn_dim;
+  const nlohmann::json extra = nlohmann::json::parse(a.model_json);
+  if (!extra.is_object()) fail_usage("--model-json must be a JSON object, got " + a.model_json);
+  for (auto it = extra.begin(); it != extra.end(); ++it) given[it.key()] = it.value();
   nlohmann::json c = models::resolve_config(a.arch, given, T);
   c["max_target_positions"] = std::max<int64_t>(512, T);
   return c;
@@ -112,6 +116,9 @@ nlohmann::json base_record(const Args& a, const Dims& c) {
           {"pos", a.pos},             {"V", static_cast<int64_t>(c.V)},
           {"L", static_cast<int64_t>(c.L)},    {"C", static_cast<int64_t>(c.C)},
           {"threads", num_threads()}, {"params", static_cast<double>(0)},
+          {"head", nlohmann::json::parse(a.model_json).value("adaptive_softmax_cutoff", std::string()).empty()
+                       ? "softmax"
+                       : "adaptive"},
           {"precision", a.bf16 ? "bf16" : "fp32"}};
 }
 
@@ -227,6 +234,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", a.warmup, "untimed steps first");
   app.add_option("--steps", a.steps, "timed steps / passes");
   app.add_option("--seed", a.seed, "seed");
+  app.add_option("--model-json", a.model_json,
+                 "extra model config keys, e.g. '{\"adaptive_softmax_cutoff\":\"20000,60000\"}' (the mfu fields "
+                 "count the full softmax's FLOPs whatever the head)");
   app.add_flag("--no-isolate", a.no_isolate, "eval: all lengths in this process");
   app.add_flag("--bf16", a.bf16, "bf16 matrix products (fp32 accumulation), as stretch train --bf16");
   CLI11_PARSE(app, argc, argv);

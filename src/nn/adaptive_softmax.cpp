@@ -102,11 +102,15 @@ void AdaptiveSoftmax::target_nll(const Tensor& hidden, std::span<const int64_t> 
   STRETCH_CHECK(rows.size() == targets.size(), "target_nll: " << rows.size() << " rows, " << targets.size() << " targets");
   NoGradGuard no_grad;
   const int64_t n = static_cast<int64_t>(rows.size()), C = config_.input_dim, c0 = bands_.size(0);
-  int64_t widest = c0 + bands_.count() - 1;
-  for (int64_t b = 1; b < bands_.count(); ++b) widest = std::max(widest, bands_.size(b));
-  const int64_t chunk =
-      chunk_rows > 0 ? chunk_rows : std::max<int64_t>(1, kScoreChunkBytes / (widest * static_cast<int64_t>(sizeof(float))));
+  // Rows per chunk of logits `width` wide: chunk_rows, or as many as kScoreChunkBytes allow. The
+  // head is chunked by its own width, each tail's rows by the tail's (a chunk of rows sized for
+  // the widest tail would make the head's GEMMs needlessly short).
+  auto rows_for = [&](int64_t width) {
+    return chunk_rows > 0 ? chunk_rows
+                          : std::max<int64_t>(1, kScoreChunkBytes / (width * static_cast<int64_t>(sizeof(float))));
+  };
   const Var head_w = head_weight();
+  const int64_t chunk = rows_for(head_w.shape()[0]);
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t m = std::min(chunk, n - r0);
     Tensor h = Tensor::empty({m, C});  // [m, C]
@@ -124,15 +128,20 @@ void AdaptiveSoftmax::target_nll(const Tensor& hidden, std::span<const int64_t> 
                                  {.n = m, .v = lg.dim(1), .ignore_index = kNoIgnore});
     }
     const BandRoute route_m = route(bands_, targets.data() + r0, m);
+    const Var hv(h);
     for (int64_t b = 1; b < bands_.count(); ++b) {
       const Tensor& br = route_m.rows[static_cast<size_t>(b)];
-      const int64_t mb = br.numel();
-      if (mb == 0) continue;
-      Tensor lg = tail(b, gather_rows(Var(h), br), 0.f).value();  // [mb, size_b]
-      Tensor lse = Tensor::empty({mb}), nb = Tensor::empty({mb});
-      ops::cross_entropy_forward(nb.f32(), lse.f32(), lg.f32(), route_m.local[static_cast<size_t>(b)].i32(),
-                                 {.n = mb, .v = lg.dim(1), .ignore_index = kNoIgnore});
-      for (int64_t j = 0; j < mb; ++j) nll[r0 + br.i64()[j]] += nb.f32()[j];
+      const Tensor& local = route_m.local[static_cast<size_t>(b)];
+      const int64_t mb = br.numel(), sub = rows_for(bands_.size(b));
+      for (int64_t s0 = 0; s0 < mb; s0 += sub) {
+        const int64_t ms = std::min(sub, mb - s0);
+        Tensor sr = br.slice_rows(s0, ms), sl = local.slice_rows(s0, ms);
+        Tensor lg = tail(b, gather_rows(hv, sr), 0.f).value();  // [ms, size_b]
+        Tensor lse = Tensor::empty({ms}), nb = Tensor::empty({ms});
+        ops::cross_entropy_forward(nb.f32(), lse.f32(), lg.f32(), sl.i32(),
+                                   {.n = ms, .v = lg.dim(1), .ignore_index = kNoIgnore});
+        for (int64_t j = 0; j < ms; ++j) nll[r0 + sr.i64()[j]] += nb.f32()[j];
+      }
     }
   }
 }

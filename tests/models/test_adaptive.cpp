@@ -136,6 +136,11 @@ TEST(Adaptive, LossTargetNllAndLogScoresAgree) {
       if (b.tgt.i32()[i] != 1) rows.push_back(i), tg.push_back(b.tgt.i32()[i]);
     std::vector<float> nll(rows.size());
     m.head().target_nll(h, rows, tg, nll.data(), /*chunk_rows=*/4);
+    for (int64_t chunk : {0, 1, 3}) {  // the chunking (head chunks, tail sub-chunks) changes nothing
+      std::vector<float> again(rows.size());
+      m.head().target_nll(h, rows, tg, again.data(), chunk);
+      for (size_t j = 0; j < rows.size(); ++j) EXPECT_NEAR(again[j], nll[j], 1e-6) << "chunk " << chunk << " row " << j;
+    }
     double exact = 0, quirk = 0;
     for (size_t j = 0; j < rows.size(); ++j) {
       const float* row = lp.f32() + rows[j] * 40;
