@@ -13,6 +13,10 @@
 //   Reference{Fwd,FwdBwd}/512  ref:: (naive loops in double): the oracle, for scale only.
 //   AlibiOverhead/T            fused fwd+bwd with ALiBi (learnable slopes) vs none, the two
 //                              interleaved call by call; counter alibi_over_none = median ratio.
+//   AlibiShapes/4096           fused fwd+bwd with each ALiBi bias shape (linear, log, clipped at
+//                              256), fixed and learnable slopes, interleaved call by call;
+//                              counters <shape>[_learn]_over_linear = median CPU-time ratio to
+//                              fixed linear ALiBi (issue 15: each shape within 5%).
 //   Long/32768                 fused forward, B = 1, H = 4, D = 64, ALiBi: peak resident set.
 // Counters: GFLOPs = useful causal FLOP rate per wall second (4·D per visible (i, j) forward,
 // 10·D backward: QKᵀ, P·V; recomputed QKᵀ, dO·Vᵀ, dV, dK, dQ), cpu_GFLOPs = the same per
@@ -357,6 +361,41 @@ void BM_AlibiOverhead(benchmark::State& st) {
   st.counters["alibi_fixed_over_none"] = median(ratio_fixed);
 }
 
+// Each ALiBi shape (fixed and learnable slopes) against fixed linear ALiBi, interleaved call by
+// call; the counters are medians over iterations of the CPU-time ratio.
+void BM_AlibiShapes(benchmark::State& st) {
+  Inputs in(1, 8, st.range(0), 64);
+  struct Case {
+    const char* name;
+    AlibiShape shape;
+    bool learn;
+  };
+  const Case cases[] = {{"linear", AlibiShape::Linear, false}, {"log", AlibiShape::Log, false},
+                        {"clipped", AlibiShape::Clipped, false}, {"linear_learn", AlibiShape::Linear, true},
+                        {"log_learn", AlibiShape::Log, true}, {"clipped_learn", AlibiShape::Clipped, true}};
+  auto timed = [&](const Case& c) {
+    AttentionParams p = in.params(Bias::Alibi);
+    p.alibi.shape = c.shape;
+    p.alibi.cap = 256.f;
+    const Stamp t0 = Stamp::now();
+    fused_fwd(in, p);
+    fused_bwd(in, p, c.learn ? in.dslopes.data() : nullptr);
+    return t0.cpu_since();
+  };
+  for (const Case& c : cases) timed(c);  // warm the pool and the tables
+  std::vector<std::vector<double>> ratio(std::size(cases));
+  for (auto _ : st) {
+    std::vector<double> t;
+    for (const Case& c : cases) t.push_back(timed(c));
+    for (size_t i = 1; i < t.size(); ++i) ratio[i].push_back(t[i] / t[0]);
+  }
+  for (size_t i = 1; i < std::size(cases); ++i) {
+    std::vector<double> x = ratio[i];
+    std::sort(x.begin(), x.end());
+    st.counters[std::string(cases[i].name) + "_over_linear"] = x[x.size() / 2];
+  }
+}
+
 void BM_Long(benchmark::State& st) {
   Inputs in(1, 4, st.range(0), 64);
   const AttentionParams p = in.params(Bias::Alibi);
@@ -375,6 +414,7 @@ BENCHMARK(BM_MaterialisedFwdBwd)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark
 BENCHMARK(BM_ReferenceFwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_ReferenceFwdBwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_AlibiOverhead)->Arg(2048)->Iterations(15)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_AlibiShapes)->Arg(4096)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_Long)->Arg(32768)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 
 }  // namespace

@@ -68,13 +68,13 @@ train::OptimSettings optim_settings(const nlohmann::json& j, int64_t* max_update
   return s;
 }
 
-int model_dump(models::LanguageModel& model, int64_t batch, int64_t len, int64_t pad, uint64_t seed,
+int model_dump(models::LanguageModel& model, int64_t batch, int64_t len, int64_t pad, uint64_t seed, uint64_t step,
                const std::string& dump) {
   const models::ModelInfo cfg = model.info();
   Rng rng(seed, 99);
   Tensor src = Tensor::empty({batch, len}, DType::I32), tgt = Tensor::empty({batch, len}, DType::I32);
   random_batch(rng, cfg, pad, src, tgt);
-  autograd::Var hidden = model.features(src, {.mode = models::Mode::Train, .seed = seed});  // [B, T, C]
+  autograd::Var hidden = model.features(src, {.mode = models::Mode::Train, .seed = seed, .step = step});  // [B, T, C]
   Tensor logits_copy;  // [B, T, V]: the head's scores of the same hidden states (no gradient)
   {
     autograd::NoGradGuard no_grad;
@@ -85,7 +85,7 @@ int model_dump(models::LanguageModel& model, int64_t batch, int64_t len, int64_t
   autograd::tape().backward(loss);
   NamedTensors out = {{"src_tokens", src}, {"target", tgt}, {"logits", logits_copy}, {"loss", loss.value()}};
   for (const auto& [name, var] : model.params().items()) out.emplace_back("grad." + name, var.grad());
-  save_safetensors(dump, out, {{"config", model.config_json().dump()}});
+  save_safetensors(dump, out, {{"config", model.config_json().dump()}, {"step", std::to_string(step)}});
   std::cout << "loss " << loss.value().f32()[0] << "\n";
   return 0;
 }
@@ -131,12 +131,14 @@ int main(int argc, char** argv) {
   std::string model_json = "{}", checkpoint, dump, trajectory_opt, batches, losses;
   int64_t batch = 2, len = 16, pad = 0, steps = 20;
   uint64_t seed = 1;
+  uint64_t step = 0;
   app.add_option("--model-json", model_json,
                  "model config (fairseq names) over the preset of its \"arch\" (default transformer_lm_tiny)");
   app.add_option("--batch", batch);
   app.add_option("--len", len);
   app.add_option("--pad", pad, "right-pad the last row of each batch with this many pad tokens");
   app.add_option("--seed", seed);
+  app.add_option("--step", step, "model dump: the update number of the forward pass (ALiBi slope warm-up)");
   app.add_option("--checkpoint", checkpoint, "the initial model")->required();
   app.add_option("--dump", dump, "model dump output");
   app.add_option("--trajectory", trajectory_opt, "optimizer config JSON: run --steps updates instead");
@@ -159,7 +161,7 @@ int main(int argc, char** argv) {
     models::LanguageModel& model = *model_ptr;
     model.init(seed);
     train::save_checkpoint(checkpoint, model, {.dict_hash = "parity"});
-    if (!dump.empty()) return model_dump(model, batch, len, pad, seed, dump);
+    if (!dump.empty()) return model_dump(model, batch, len, pad, seed, step, dump);
     return trajectory(model, trajectory_opt, steps, batch, len, pad, seed, batches, losses);
   } catch (const std::exception& e) {
     std::cerr << "stretch_parity_dump: " << e.what() << "\n";

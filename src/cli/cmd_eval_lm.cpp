@@ -2,7 +2,7 @@
 // The ALiBi README's commands run with the program name swapped (REFERENCE.md §4.4):
 //   --sample-break-mode none --gen-subset valid --max-sentences 1 --model-overrides "{...}"
 //   --tokens-per-sample l --max-tokens l --max-target-positions l --context-window c
-// stretch additions: --stride S (= --context-window L-S), --kv-cache, --results-json FILE,
+// stretch additions: --stride S (= --context-window L-S), --kv-cache, --alibi-interpolate, --results-json FILE,
 // --output-word-probs FILE (per-token NLL as TSV).
 #include "cli/command.h"
 #include "cli/overrides.h"
@@ -51,6 +51,8 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
                  "write each scored token's NLL (TSV: offset, target id, nll in nats) to this file");
   sub.add_option("--results-json", c.results_json,
                  "write the result as JSON (count, loss_base2, ppl, stderr_base2, protocol, ...)");
+  sub.add_flag("--alibi-interpolate", c.alibi_interpolate,
+               "ALiBi position interpolation (arXiv:2310.13017): slopes x train length / --tokens-per-sample when longer");
   sub.add_flag("--kv-cache", f->kv_cache,
                "Transformer-XL-style cached evaluation for relative position methods (faster; not fairseq's protocol)");
   add_ignored_flag(sub, "--task", "stretch evaluates language_modeling data", true);

@@ -24,6 +24,8 @@ void add_sweep(CLI::App& sub, Runner& run) {
   sub.add_option("--max-tokens", c.options.max_tokens);
   sub.add_option("--results-dir", c.results_dir, "where sweep.{csv,json,png,svg} go")->capture_default_str();
   sub.add_option("--title", c.title, "plot title")->capture_default_str();
+  sub.add_flag("--alibi-interpolate", c.alibi_interpolate,
+               "add a row per ALiBi model with slopes x train length / L (position interpolation, arXiv:2310.13017)");
   run = [cfg, common] {
     apply_common_options(*common);
     return eval::run_sweep(*cfg);

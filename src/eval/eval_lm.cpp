@@ -264,9 +264,38 @@ std::unique_ptr<models::LanguageModel> load_eval_model(const std::string& path, 
   return models::load_model(path, overrides, models::OverrideUse::Evaluation, contents);
 }
 
+double alibi_interpolation_scale(int64_t train_length, int64_t eval_length) {
+  if (train_length <= 0 || eval_length <= train_length) return 1.0;
+  return static_cast<double>(train_length) / static_cast<double>(eval_length);
+}
+
+nlohmann::json alibi_interpolation_overrides(const std::string& path, const nlohmann::json& model_config,
+                                             const nlohmann::json& overrides, int64_t eval_length) {
+  const std::string pos = model_config.value("pos", std::string("?"));
+  if (pos != "alibi")
+    fail_usage("--alibi-interpolate: " + path + " uses --pos " + pos + "; interpolation scales ALiBi slopes",
+               "drop --alibi-interpolate for this model");
+  if (overrides.is_object() && overrides.contains("alibi_slope_scale"))
+    fail_usage("--alibi-interpolate and --model-overrides alibi_slope_scale both set the slope scale",
+               "give one of them");
+  nlohmann::json o = overrides.is_object() ? overrides : nlohmann::json::object();
+  o["alibi_slope_scale"] = alibi_interpolation_scale(model_config.value("tokens_per_sample", int64_t{0}), eval_length);
+  return o;
+}
+
 int run_eval_lm(const EvalLmConfig& cfg) {
   models::ModelFile ck;
   auto model = load_eval_model(cfg.path, cfg.overrides, &ck);
+  double slope_scale = 1.0;
+  if (cfg.alibi_interpolate) {
+    const int64_t train_length = model->info().tokens_per_sample;
+    const int64_t eval_length = cfg.options.tokens_per_sample > 0 ? cfg.options.tokens_per_sample : train_length;
+    const nlohmann::json o = alibi_interpolation_overrides(cfg.path, model->config_json(), cfg.overrides, eval_length);
+    slope_scale = o.at("alibi_slope_scale").get<double>();
+    model = load_eval_model(cfg.path, o, &ck);
+    std::printf("stretch | eval-lm | ALiBi position interpolation: slopes x %lld / %lld = %.6g\n",
+                static_cast<long long>(train_length), static_cast<long long>(eval_length), slope_scale);
+  }
   const models::ModelInfo info = model->info();
   train::LmData data = train::open_lm_data(cfg.data);
   if (data.vocab_size != info.vocab_size || data.dict_hash != ck.dict_hash)
@@ -303,6 +332,7 @@ int run_eval_lm(const EvalLmConfig& cfg) {
     const nlohmann::json model_config = model->config_json();
     if (model_config.contains("pos")) j["pos"] = model_config.at("pos");
     j["train_tokens_per_sample"] = ck.model.value("tokens_per_sample", info.tokens_per_sample);
+    if (cfg.alibi_interpolate) j["alibi_slope_scale"] = slope_scale;  // only then: older results keep their fields
     j["byte_level"] = data.byte_level;
     if (data.byte_level) j["bits_per_byte"] = r.loss2;
     j["peak_rss_mb"] = peak_rss_mb();

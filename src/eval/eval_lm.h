@@ -90,7 +90,17 @@ struct EvalLmConfig {
   EvalOptions options;
   nlohmann::json overrides = nlohmann::json::object();
   std::string results_json;        // --results-json FILE: eval_result_json + run fields
+  bool alibi_interpolate = false;  // --alibi-interpolate: slopes · L_train / L_eval (arXiv:2310.13017)
 };
+
+// Position interpolation for ALiBi (arXiv:2310.13017): the slope factor min(1, L_train / L_eval),
+// so an evaluation longer than training sees the bias range it was trained on.
+double alibi_interpolation_scale(int64_t train_length, int64_t eval_length);
+// `overrides` plus alibi_slope_scale = alibi_interpolation_scale(...) for the model file at
+// `path` (its config: `model_config`). Usage errors: the model does not use ALiBi, or
+// --model-overrides already sets alibi_slope_scale.
+nlohmann::json alibi_interpolation_overrides(const std::string& path, const nlohmann::json& model_config,
+                                             const nlohmann::json& overrides, int64_t eval_length);
 
 int run_eval_lm(const EvalLmConfig& config);
 

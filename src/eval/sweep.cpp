@@ -30,38 +30,49 @@ int run_sweep(const SweepConfig& cfg) {
     if (ck.dict_hash != data.dict_hash)
       fail_input(cfg.paths[i], "was trained with another dictionary than " + data.dict_path,
                  "sweep checkpoints trained on this data-bin");
-    SweepRow row;
-    row.path = cfg.paths[i];
     const models::ModelInfo info = model->info();
-    row.train_length = info.tokens_per_sample;
-    row.label = !cfg.labels.empty() ? cfg.labels[i] : info.label + " L=" + std::to_string(row.train_length);
-    for (int64_t L : cfg.lengths) {
-      SweepCell cell;
-      cell.length = L;
-      EvalOptions o = cfg.options;
-      o.tokens_per_sample = L;
-      o.pad = data.pad;
-      o.eos = data.eos;
-      if (cfg.sliding) o.context_window = L - 1;
-      try {
-        EvalResult r = evaluate(*model, *stream, o);
-        cell.ppl = r.ppl;
-        cell.loss2 = r.loss2;
-        cell.tokens = r.count;
-        std::cerr << "sweep | " << row.label << " | L=" << L << " | ppl " << r.ppl << " (" << r.count << " tokens, "
-                  << r.seconds << " s)\n";
-      } catch (const Error& e) {
-        cell.ppl = NAN;
-        cell.loss2 = NAN;
-        // The reason is the error's first line (the hint follows on the next).
-        const std::string what = e.what();
-        cell.note = what.substr(0, what.find('\n'));
-        if (e.kind() != ErrorKind::Usage) throw;  // a broken file or a bug: not a table cell
-        log_warning(row.label + " at L=" + std::to_string(L) + ": left empty: " + cell.note);
+    const nlohmann::json model_config = model->config_json();
+    const bool interpolable = model_config.value("pos", std::string()) == "alibi";
+    for (int pass = 0; pass < (cfg.alibi_interpolate && interpolable ? 2 : 1); ++pass) {
+      const bool interp = pass == 1;
+      SweepRow row;
+      row.path = cfg.paths[i];
+      row.train_length = info.tokens_per_sample;
+      row.label = !cfg.labels.empty() ? cfg.labels[i] : info.label + " L=" + std::to_string(row.train_length);
+      if (interp) row.label += " +interp";
+      for (int64_t L : cfg.lengths) {
+        SweepCell cell;
+        cell.length = L;
+        EvalOptions o = cfg.options;
+        o.tokens_per_sample = L;
+        o.pad = data.pad;
+        o.eos = data.eos;
+        if (cfg.sliding) o.context_window = L - 1;
+        std::unique_ptr<models::LanguageModel> scaled;  // the interpolated model of this length
+        if (interp)
+          scaled = load_eval_model(cfg.paths[i],
+                                   alibi_interpolation_overrides(cfg.paths[i], model_config, nlohmann::json::object(), L),
+                                   nullptr);
+        try {
+          EvalResult r = evaluate(scaled ? *scaled : *model, *stream, o);
+          cell.ppl = r.ppl;
+          cell.loss2 = r.loss2;
+          cell.tokens = r.count;
+          std::cerr << "sweep | " << row.label << " | L=" << L << " | ppl " << r.ppl << " (" << r.count
+                    << " tokens, " << r.seconds << " s)\n";
+        } catch (const Error& e) {
+          cell.ppl = NAN;
+          cell.loss2 = NAN;
+          // The reason is the error's first line (the hint follows on the next).
+          const std::string what = e.what();
+          cell.note = what.substr(0, what.find('\n'));
+          if (e.kind() != ErrorKind::Usage) throw;  // a broken file or a bug: not a table cell
+          log_warning(row.label + " at L=" + std::to_string(L) + ": left empty: " + cell.note);
+        }
+        row.cells.push_back(cell);
       }
-      row.cells.push_back(cell);
+      rows.push_back(row);
     }
-    rows.push_back(row);
   }
   const std::string protocol = cfg.sliding                       ? "sliding window (context L-1)"
                                : cfg.options.stride > 0         ? "sliding window (stride " + std::to_string(cfg.options.stride) + ")"

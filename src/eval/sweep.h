@@ -20,6 +20,10 @@ struct SweepConfig {
   bool sliding = false;             // --sliding: context window L−1 at each length L (L× the cost)
   std::string results_dir = "sweep";
   std::string title = "train short, test long";
+  // --alibi-interpolate: every ALiBi model gets a second row "<label> +interp" evaluated with its
+  // slopes · min(1, L_train / L) (arXiv:2310.13017), so the plot draws both curves; other models
+  // keep their one row.
+  bool alibi_interpolate = false;
 };
 
 int run_sweep(const SweepConfig& config);

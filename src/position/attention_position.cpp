@@ -8,6 +8,9 @@ using ops::BiasPolicy;
 AlibiBias::AlibiBias(int64_t heads, float slope_scale, AttentionWindow w)
     : slopes_(autograd::alibi_slopes_var(heads)), slope_scale_(slope_scale), w_(w) {}
 
+AlibiBias::AlibiBias(autograd::Var slopes, float slope_scale, AlibiShapeSpec shape, AttentionWindow w)
+    : slopes_(std::move(slopes)), slope_scale_(slope_scale), shape_(shape), w_(w) {}
+
 void NoBias::set_bias(autograd::AttentionInputs& in) const {
   in.bias = BiasPolicy::None;
   in.window = w_.window;
@@ -16,7 +19,9 @@ void NoBias::set_bias(autograd::AttentionInputs& in) const {
 void AlibiBias::set_bias(autograd::AttentionInputs& in) const {
   in.bias = BiasPolicy::Alibi;
   in.slopes = slopes_;
-  in.slope_scale = slope_scale_;
+  in.slope_scale = slope_scale_ * factor_;
+  in.alibi_shape = shape_.shape;
+  in.alibi_cap = shape_.cap;
   in.window = w_.window;
 }
 

@@ -23,17 +23,29 @@ class NoBias final : public nn::AttentionPosition {
   AttentionWindow w_;
 };
 
-// −m_h·(i − j) with slopes from ops::alibi_slopes(H) (a constant Var this strategy owns, built
-// once), times slope_scale (interpolation).
+// −m_h·f(i − j) (f by AlibiShape: linear, log, clipped at `cap`) with the slopes Var it is given:
+// a constant built from ops::alibi_slopes (alibi_slopes_var, or a variant's per-layer slopes) or
+// a learnable parameter of the model. The kernel's slope_scale is slope_scale (interpolation at
+// evaluation) times the training-time factor set by set_factor() (slope warm-up; 1 by default).
+struct AlibiShapeSpec {
+  ops::AlibiShape shape = ops::AlibiShape::Linear;
+  float cap = 0.f;  // AlibiShape::Clipped: the distance after which the bias is constant
+};
+
 class AlibiBias final : public nn::AttentionPosition {
  public:
-  AlibiBias(int64_t heads, float slope_scale, AttentionWindow w);
+  AlibiBias(int64_t heads, float slope_scale, AttentionWindow w);  // the paper's slopes, linear
+  AlibiBias(autograd::Var slopes, float slope_scale, AlibiShapeSpec shape, AttentionWindow w);
   void set_bias(autograd::AttentionInputs& in) const override;
+  void set_factor(float factor) { factor_ = factor; }
+  const autograd::Var& slopes() const { return slopes_; }
 
  private:
   autograd::Var slopes_;  // [H]
   float slope_scale_;
+  AlibiShapeSpec shape_;
   AttentionWindow w_;
+  float factor_ = 1.f;
 };
 
 // table[bucket(j − i), h] from the learned [num_buckets, H] table.

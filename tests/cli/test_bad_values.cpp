@@ -78,6 +78,25 @@ TEST(BadValues, TrainFlagsAreUsageErrorsBeforeAnyDataIsRead) {
   for (const Case& c : cases) expect_usage_error(with(train_args(nowhere, tmp / "ck"), c.args), c.want);
 }
 
+// The ALiBi variant flags (issue 15): one usage error naming the flag, before any data is read.
+TEST(BadValues, AlibiVariantFlagsAreUsageErrorsNamingTheFlag) {
+  TempDir tmp;
+  const std::string nowhere = tmp / "no-such-data-bin";
+  const std::vector<Case> cases = {
+      {{"--alibi-slopes", "0.5"}, "--alibi-slopes '0.5' (model config key 'alibi_slopes'): has 1 slopes for 2 heads"},
+      {{"--alibi-slopes", "0.5,nan"}, "--alibi-slopes '0.5,nan' (model config key 'alibi_slopes'): 'nan' is not a finite number"},
+      {{"--alibi-slope-groups", "1:1"}, "--alibi-slope-groups '1:1' (model config key 'alibi_slope_groups'): the groups cover 1 heads, the model has 2"},
+      {{"--alibi-layer-scale", "1,1"}, "--alibi-layer-scale '1,1' (model config key 'alibi_layer_scale'): has 2 factors for 1 layers"},
+      {{"--alibi-shape", "cubic"}, "--alibi-shape: cubic not in {linear,log,clipped}"},
+      {{"--alibi-shape", "clipped"}, "--alibi-clip-distance 0 (model config key 'alibi_clip_distance')"},
+      {{"--alibi-no-bias-heads", "0:2"}, "--alibi-no-bias-heads '0:2' (model config key 'alibi_no_bias_heads'): 0:2 is outside"},
+      {{"--alibi-slope-warmup-updates", "10", "--alibi-slope-warmup-init", "2"}, "--alibi-slope-warmup-init 2"},
+      {{"--pos", "rope", "--alibi-learnable-slopes"}, "--alibi-learnable-slopes is an ALiBi variant, but --pos is rope"},
+      {{"--pos-upper", "rope"}, "--pos-upper-from-layer 0 (model config key 'pos_upper_from_layer')"},
+  };
+  for (const Case& c : cases) expect_usage_error(with(train_args(nowhere, tmp / "ck"), c.args), c.want);
+}
+
 TEST(BadValues, TrainConfigFileValuesAreCheckedLikeFlags) {
   TempDir tmp;
   write_file(tmp / "cfg.json", R"({"checkpoint": {"save_interval": 0}})");

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cmath>
 #include <cstdio>
 
 #include "data/indexed_dataset.h"
@@ -291,6 +292,82 @@ TEST_F(EvalCli, GenerateBytePrompt) {
   Rng rng(1, 1);
   const auto out = generate_tokens(*model, context, {.max_len = 6, .temperature = 0.f}, rng, banned_ids(dict));
   EXPECT_EQ(r.output, prompt + dict.decode_bytes(out) + "\n");
+}
+
+}  // namespace
+}  // namespace stretch::eval
+
+namespace stretch::eval {
+namespace {
+
+// ALiBi position interpolation (arXiv:2310.13017, issue 15): eval-lm --alibi-interpolate scales
+// the slopes by L_train / L_eval (8 / 32 here) and gives what the model computes with
+// alibi_slope_scale = 0.25; a model without ALiBi is refused naming the flag; sweep adds one
+// "+interp" row per ALiBi model whose cells are eval-lm --alibi-interpolate's (scale 1 up to L_train).
+TEST_F(EvalCli, AlibiInterpolationInEvalLmAndSweep) {
+  EXPECT_DOUBLE_EQ(alibi_interpolation_scale(8, 32), 0.25);
+  EXPECT_DOUBLE_EQ(alibi_interpolation_scale(8, 8), 1.0);
+  EXPECT_DOUBLE_EQ(alibi_interpolation_scale(8, 4), 1.0);
+  const std::string json = *dir_ / "interp.json";
+  const std::string base = "eval-lm " + q(data_) + " --gen-subset valid --threads 1 --tokens-per-sample 32 ";
+  const auto r = run_stretch(base + "--path " + q(ckpt(PosMethod::Alibi)) + " --alibi-interpolate --results-json " + q(json));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("slopes x 8 / 32 = 0.25"), std::string::npos) << r.output;
+  const auto j = read_json(json);
+  EXPECT_EQ(j.at("alibi_slope_scale").get<double>(), 0.25);
+  auto valid = data::IndexedDataset::open(data_ + "/valid");
+  auto scaled = models::load_model(ckpt(PosMethod::Alibi), {{"alibi_slope_scale", 0.25}}, models::OverrideUse::Evaluation);
+  auto plain = models::load_model(ckpt(PosMethod::Alibi), nlohmann::json::object(), models::OverrideUse::Evaluation);
+  const EvalResult want = evaluate(*scaled, *valid, {.tokens_per_sample = 32});
+  const EvalResult uninterpolated = evaluate(*plain, *valid, {.tokens_per_sample = 32});
+  EXPECT_NEAR(j.at("nll_sum_nats").get<double>(), want.nll_sum, 1e-6 * want.nll_sum);
+  EXPECT_GT(std::fabs(want.nll_sum - uninterpolated.nll_sum), 1e-4 * want.nll_sum);  // the flag did something
+  const auto refused = run_stretch(base + "--path " + q(ckpt(PosMethod::Sinusoidal)) + " --alibi-interpolate");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("--alibi-interpolate: " + ckpt(PosMethod::Sinusoidal) + " uses --pos sinusoidal"),
+            std::string::npos)
+      << refused.output;
+
+  const std::string out = *dir_ / "sweep-interp";
+  const auto s = run_stretch("sweep " + q(data_) + " --path " + q(ckpt(PosMethod::Alibi)) + "," +
+                             q(ckpt(PosMethod::Sinusoidal)) + " --lengths 8,32 --alibi-interpolate --results-dir " +
+                             q(out) + " --threads 1");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  const auto sj = read_json(out + "/sweep.json");
+  ASSERT_EQ(sj.at("rows").size(), 3u);  // alibi, alibi +interp, sinusoidal
+  EXPECT_EQ(sj.at("rows")[1].at("label").get<std::string>(), "alibi L=8 +interp");
+  const auto& plain_row = sj.at("rows")[0].at("cells");
+  const auto& interp_row = sj.at("rows")[1].at("cells");
+  EXPECT_EQ(interp_row[0].at("ppl"), plain_row[0].at("ppl"));  // L = L_train: scale 1
+  EXPECT_NEAR(interp_row[1].at("ppl").get<double>(), j.at("ppl").get<double>(), 1e-9 * j.at("ppl").get<double>());
+}
+
+// A checkpoint of an ALiBi variant (learnable log-shaped slopes in groups, a per-layer scale and
+// rope in the upper layer) is evaluated and sampled with no extra flag: its config carries it.
+TEST_F(EvalCli, AlibiVariantCheckpointEvaluatesWithoutFlags) {
+  data::Dictionary dict = data::Dictionary::load(data_ + "/dict.txt");
+  models::TransformerLMConfig c = testing::tiny_config(PosMethod::Alibi, dict.size());
+  c.alibi_slope_groups = "2:1,2:0.5";
+  c.alibi_layer_scale = "1,0.5";
+  c.alibi_learnable_slopes = true;
+  c.alibi_shape = ops::AlibiShape::Log;
+  c.decoder_layers = 3;
+  c.pos_upper = models::UpperPos::Rope;
+  c.pos_upper_from_layer = 2;
+  c.alibi_layer_scale = "1,0.5,0.25";
+  models::TransformerLM model(c);
+  model.init(7);
+  const std::string path = *dir_ / "variant.pt";
+  train::save_checkpoint(path, model, {.dict_hash = dict.content_hash(), .dictionary = dict.to_text()});
+  const std::string json = *dir_ / "variant.json";
+  const auto r = run_stretch("eval-lm " + q(data_) + " --gen-subset valid --threads 1 --tokens-per-sample 16 --path " +
+                             q(path) + " --results-json " + q(json));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto valid = data::IndexedDataset::open(data_ + "/valid");
+  const EvalResult want = evaluate(model, *valid, {.tokens_per_sample = 16});
+  EXPECT_NEAR(read_json(json).at("nll_sum_nats").get<double>(), want.nll_sum, 1e-6 * want.nll_sum);
+  const auto g = run_stretch("generate " + q(data_) + " --path " + q(path) + " --max-len 5 --threads 1");
+  EXPECT_EQ(g.exit_code, 0) << g.output;
 }
 
 }  // namespace

@@ -65,7 +65,8 @@ def check(checkpoint: str, dump_path: str, rtol: float):
     """-> list of Row (one per compared tensor, plus failures for missing/extra gradients)."""
     model = TransformerLM.from_checkpoint(checkpoint)
     cfg = model.cfg
-    dump, _ = load_file(dump_path)
+    dump, meta = load_file(dump_path)
+    update = int(meta["step"]) if "step" in meta else None  # a training forward at this update (slope warm-up)
     src = _tokens(dump, dump_path, "src_tokens", cfg.vocab_size)
     tgt = _tokens(dump, dump_path, "target", cfg.vocab_size)
     if src.shape != tgt.shape:
@@ -79,7 +80,7 @@ def check(checkpoint: str, dump_path: str, rtol: float):
     if dump["loss"].numel() != 1:
         raise InputError(dump_path, f"'loss' has {dump['loss'].numel()} elements, expected 1")
 
-    loss, _, logits = model.loss(src, tgt)
+    loss, _, logits = model.loss(src, tgt, update)
     loss.backward()
 
     rows = []

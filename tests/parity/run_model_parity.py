@@ -11,6 +11,9 @@ right-padded with 3 pad tokens, dropout 0):
   <pos>-postnorm-tied    post-norm, output tied to the embedding    for each --pos
   sinusoidal-gelu-nofinalnorm-noscale   pre-norm without final norm, exact GELU, no √C scale
   alibi-gelu-nofinalnorm-noscale        the same with ALiBi
+  alibi-v-*   the ALiBi variants of issue 15 (VARIANTS below: slope list, groups, layer scale,
+              learnable slopes with each shape, log/clipped shapes, slope warm-up at update 4 of 10,
+              no-bias heads, hybrid stacks with rope/t5/none upper layers, and combinations)
 
 Exit status: 0 every case passes; 1 some case fails (its failure table is printed); 2 bad usage
 or the dump tool failed; 77 torch is not importable (CTest: skipped; 1 under CI=true, tests/oracle_skip.py).
@@ -39,6 +42,28 @@ POS = ("alibi", "sinusoidal", "learned", "rope", "t5", "none")
 BASE = {"vocab_size": 50, "decoder_layers": 2, "decoder_embed_dim": 48, "decoder_ffn_embed_dim": 96,
         "decoder_attention_heads": 6, "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
 RTOL = 1e-4
+# ALiBi variants (issue 15), pre-norm untied; "_step": the update number of the training forward.
+VARIANTS = {
+    "alibi-v-slope-list": {"alibi_slopes": "0.5,0.25,0.125,0.0625,0.03125,0.015625"},  # the blog's 1/2^i
+    "alibi-v-groups": {"alibi_slope_groups": "4:1,2:0.5"},  # seed 002 §5.3: text heads, image heads x 0.5
+    "alibi-v-layer-scale-linear": {"alibi_layer_scale": "linear:0.25"},
+    "alibi-v-layer-scale-list": {"alibi_layer_scale": "2,0.5"},
+    "alibi-v-learnable": {"alibi_learnable_slopes": True, "alibi_positive_slopes": True},
+    "alibi-v-learnable-log": {"alibi_learnable_slopes": True, "alibi_shape": "log"},
+    "alibi-v-learnable-clipped": {"alibi_learnable_slopes": True, "alibi_shape": "clipped", "alibi_clip_distance": 5},
+    "alibi-v-log": {"alibi_shape": "log"},
+    "alibi-v-clipped": {"alibi_shape": "clipped", "alibi_clip_distance": 5},
+    "alibi-v-warmup": {"alibi_slope_warmup_updates": 10, "alibi_slope_warmup_init": 0.2, "_step": 4},
+    "alibi-v-warmup-learnable": {"alibi_slope_warmup_updates": 10, "alibi_slope_warmup_init": 0.2,
+                                 "alibi_learnable_slopes": True, "_step": 7},
+    "alibi-v-no-bias-heads": {"alibi_no_bias_heads": "0:0,1:3,1:5"},
+    "alibi-v-hybrid-rope": {"pos_upper": "rope", "pos_upper_from_layer": 1},
+    "alibi-v-hybrid-t5": {"pos_upper": "t5", "pos_upper_from_layer": 1},
+    "alibi-v-hybrid-none": {"pos_upper": "none", "pos_upper_from_layer": 1},
+    "alibi-v-combo": {"alibi_slope_groups": "3:1,3:0.5", "alibi_layer_scale": "linear:0.5",
+                      "alibi_learnable_slopes": True, "alibi_shape": "clipped", "alibi_clip_distance": 7,
+                      "decoder_layers": 3, "pos_upper": "t5", "pos_upper_from_layer": 2},
+}
 
 
 def cases():
@@ -65,6 +90,9 @@ def cases():
                                                    criterion="cross_entropy", _seed=4)
     out["adaptive-softmax-only-sinusoidal"] = dict(ada, pos="sinusoidal", adaptive_input=False,
                                                    adaptive_softmax_factor=4.0, _seed=9)
+    for name, extra in VARIANTS.items():
+        out[name] = dict(BASE, pos="alibi", decoder_normalize_before=True, share_decoder_input_output_embed=False,
+                         **extra)
     return out
 
 
@@ -73,8 +101,9 @@ def run_case(tool, name, model, workdir, seed):
     dump = os.path.join(workdir, name + ".dump.safetensors")
     model = dict(model)
     seed = model.pop("_seed", seed)  # a case may fix its batch (the adaptive_loss quirk needs certain targets)
+    step = model.pop("_step", 0)
     cmd = [tool, "--model-json", json.dumps(model), "--batch", "3", "--len", "16", "--pad", "3",
-           "--seed", str(seed), "--checkpoint", ckpt, "--dump", dump]
+           "--seed", str(seed), "--step", str(step), "--checkpoint", ckpt, "--dump", dump]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise InputError(tool, f"exit {p.returncode} for case {name}: {p.stderr.strip()}")

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "models/transformer_lm/alibi_variants.h"
 
 namespace stretch::models {
 
@@ -35,6 +36,37 @@ Criterion parse_criterion(const std::string& s) {
   if (s == "cross_entropy") return Criterion::CrossEntropy;
   if (s == "adaptive_loss") return Criterion::AdaptiveLoss;
   fail_usage("--criterion: unknown criterion '" + s + "'", "use cross_entropy or adaptive_loss");
+}
+
+const char* upper_pos_name(UpperPos p) {
+  switch (p) {
+    case UpperPos::Same: return "same";
+    case UpperPos::Rope: return "rope";
+    case UpperPos::T5: return "t5";
+    case UpperPos::None: return "none";
+  }
+  return "?";
+}
+
+UpperPos parse_upper_pos(const std::string& s) {
+  for (UpperPos p : {UpperPos::Same, UpperPos::Rope, UpperPos::T5, UpperPos::None})
+    if (s == upper_pos_name(p)) return p;
+  fail_usage("--pos-upper: unknown position method '" + s + "' for the upper layers", "use one of same, rope, t5, none");
+}
+
+const char* alibi_shape_name(ops::AlibiShape s) {
+  switch (s) {
+    case ops::AlibiShape::Linear: return "linear";
+    case ops::AlibiShape::Log: return "log";
+    case ops::AlibiShape::Clipped: return "clipped";
+  }
+  return "?";
+}
+
+ops::AlibiShape parse_alibi_shape(const std::string& s) {
+  for (ops::AlibiShape a : {ops::AlibiShape::Linear, ops::AlibiShape::Log, ops::AlibiShape::Clipped})
+    if (s == alibi_shape_name(a)) return a;
+  fail_usage("--alibi-shape: unknown bias shape '" + s + "'", "use one of linear, log, clipped");
 }
 
 namespace {
@@ -79,6 +111,7 @@ const std::vector<Field<TransformerLMConfig>>& TransformerLMConfig::fields() {
   using C = TransformerLMConfig;
   using R = FieldRole;
   using namespace fields;
+  const auto alibi = std::function<bool(const C&)>([](const C& c) { return c.pos == PosMethod::Alibi; });
   static const std::vector<Field<C>> table = {
       text(&C::arch, {.key = "arch", .role = R::Free}),
       number(&C::vocab_size, {.key = "vocab_size", .help = "from dict.txt"}),
@@ -113,11 +146,53 @@ const std::vector<Field<TransformerLMConfig>>& TransformerLMConfig::fields() {
              {.key = "activation_dropout", .flag = "--activation-dropout,--relu-dropout", .role = R::Free}),
       number(&C::padding_idx, {.key = "padding_idx", .help = "from dict.txt"}),
       when(number(&C::t5_num_buckets, {.key = "t5_num_buckets", .flag = "--t5-num-buckets"}),
-           std::function<bool(const C&)>([](const C& c) { return c.pos == PosMethod::T5; })),
+           std::function<bool(const C&)>([](const C& c) { return c.t5_anywhere(); })),
       when(number(&C::t5_max_distance, {.key = "t5_max_distance", .flag = "--t5-max-distance"}),
-           std::function<bool(const C&)>([](const C& c) { return c.pos == PosMethod::T5; })),
+           std::function<bool(const C&)>([](const C& c) { return c.t5_anywhere(); })),
       when(number(&C::rope_base, {.key = "rope_base", .flag = "--rope-base"}),
-           std::function<bool(const C&)>([](const C& c) { return c.pos == PosMethod::Rope; })),
+           std::function<bool(const C&)>([](const C& c) { return c.rope_anywhere(); })),
+      // ALiBi variants (issue 15): one contiguous block; contract in alibi_variants.h.
+      when(text(&C::alibi_slopes, {.key = "alibi_slopes", .flag = "--alibi-slopes",
+                                   .help = "ALiBi: H comma-separated slopes instead of the paper's rule"}),
+           alibi),
+      when(text(&C::alibi_slope_groups,
+                {.key = "alibi_slope_groups", .flag = "--alibi-slope-groups",
+                 .help = "ALiBi: heads in groups n:scale,... each with its own geometric series times scale"}),
+           alibi),
+      when(text(&C::alibi_layer_scale, {.key = "alibi_layer_scale", .flag = "--alibi-layer-scale",
+                                        .help = "ALiBi: per-layer slope factors r0,r1,... (L values) or linear:F"}),
+           alibi),
+      when(text(&C::alibi_no_bias_heads, {.key = "alibi_no_bias_heads", .flag = "--alibi-no-bias-heads",
+                                          .help = "ALiBi: heads without bias, layer:head,..."}),
+           alibi),
+      when(boolean(&C::alibi_learnable_slopes,
+                   {.key = "alibi_learnable_slopes", .flag = "--alibi-learnable-slopes",
+                    .help = "ALiBi: slopes are parameters (per layer, initialised from the rule)"}),
+           alibi),
+      when(boolean(&C::alibi_positive_slopes, {.key = "alibi_positive_slopes", .flag = "--alibi-positive-slopes",
+                                               .help = "ALiBi: clamp learnable slopes to >= 0 after every update"}),
+           alibi),
+      when(choice(&C::alibi_shape, alibi_shape_name, parse_alibi_shape,
+                  {ops::AlibiShape::Linear, ops::AlibiShape::Log, ops::AlibiShape::Clipped},
+                  {.key = "alibi_shape", .flag = "--alibi-shape",
+                   .help = "ALiBi bias shape: linear m*d (default) | log m*ln(1+d) | clipped m*min(d, D)"}),
+           alibi),
+      when(number(&C::alibi_clip_distance, {.key = "alibi_clip_distance", .flag = "--alibi-clip-distance",
+                                            .help = "ALiBi clipped shape: the distance D after which the bias is constant"}),
+           alibi),
+      when(number(&C::alibi_slope_warmup_updates,
+                  {.key = "alibi_slope_warmup_updates", .flag = "--alibi-slope-warmup-updates",
+                   .help = "ALiBi: slopes grow linearly from --alibi-slope-warmup-init of their value over N updates"}),
+           alibi),
+      when(number(&C::alibi_slope_warmup_init, {.key = "alibi_slope_warmup_init", .flag = "--alibi-slope-warmup-init",
+                                                .help = "ALiBi slope warm-up: the fraction F in (0, 1] at update 0"}),
+           alibi),
+      choice(&C::pos_upper, upper_pos_name, parse_upper_pos, {UpperPos::Same, UpperPos::Rope, UpperPos::T5, UpperPos::None},
+             {.key = "pos_upper", .flag = "--pos-upper",
+              .help = "hybrid stack: position method of the upper layers (same | rope | t5 | none), with --pos alibi"}),
+      when(number(&C::pos_upper_from_layer, {.key = "pos_upper_from_layer", .flag = "--pos-upper-from-layer",
+                                             .help = "hybrid stack: the first layer K that uses --pos-upper"}),
+           std::function<bool(const C&)>([](const C& c) { return c.pos_upper != UpperPos::Same; })),
       boolean(&C::adaptive_input, {.key = "adaptive_input", .flag = "--adaptive-input",
                                    .help = "adaptive input embeddings (bands by --adaptive-input-cutoff)"}),
       number(&C::adaptive_input_factor, {.key = "adaptive_input_factor", .flag = "--adaptive-input-factor",
@@ -169,11 +244,12 @@ void TransformerLMConfig::validate() const {
   if (decoder_embed_dim % decoder_attention_heads != 0)
     fail_usage("--decoder-embed-dim " + std::to_string(decoder_embed_dim) + " is not divisible by --decoder-attention-heads " +
                std::to_string(decoder_attention_heads));
-  if (pos == PosMethod::Rope && head_dim() % 2 != 0)
-    fail_usage("--pos rope needs an even head dimension, got " + std::to_string(head_dim()));
+  if (rope_anywhere() && head_dim() % 2 != 0)
+    fail_usage(std::string(pos == PosMethod::Rope ? "--pos rope" : "--pos-upper rope") +
+               " needs an even head dimension, got " + std::to_string(head_dim()));
   at_least(tokens_per_sample, 1, "--tokens-per-sample", "tokens_per_sample", "the training block length");
   at_least(max_target_positions, 1, "--max-target-positions", "max_target_positions", "the learned-position table size");
-  if (pos == PosMethod::T5) {
+  if (t5_anywhere()) {
     at_least(t5_num_buckets, 2, "--t5-num-buckets", "t5_num_buckets", "T5 uses 32");
     at_least(t5_max_distance, t5_num_buckets / 2 + 1, "--t5-max-distance", "t5_max_distance",
              "it must exceed --t5-num-buckets / 2; T5 uses 128");
@@ -250,6 +326,7 @@ void TransformerLMConfig::validate() const {
     bad(nullptr, "alibi_slope_scale", text(alibi_slope_scale), "must be a finite number > 0");
   if (attention_window < 0)
     bad(nullptr, "attention_window", std::to_string(attention_window), "must be an integer >= 0 (0: unlimited)");
+  validate_alibi_variants(*this);
 }
 
 nlohmann::json TransformerLMConfig::to_json() const { return fields::to_json(fields(), *this); }

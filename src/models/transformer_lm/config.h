@@ -11,6 +11,7 @@
 
 #include "models/config_fields.h"
 #include "ops/activation.h"
+#include "ops/attention.h"
 
 namespace stretch::models {
 
@@ -24,6 +25,12 @@ Criterion parse_criterion(const std::string& s);
 enum class PosMethod : uint8_t { Alibi, Sinusoidal, Learned, Rope, T5, None };
 const char* pos_method_name(PosMethod p);
 PosMethod parse_pos_method(const std::string& s);  // throws a usage error naming the value
+// --pos-upper: the position method of the layers from --pos-upper-from-layer up (hybrid stacks).
+enum class UpperPos : uint8_t { Same, Rope, T5, None };
+const char* upper_pos_name(UpperPos p);
+UpperPos parse_upper_pos(const std::string& s);
+const char* alibi_shape_name(ops::AlibiShape s);
+ops::AlibiShape parse_alibi_shape(const std::string& s);
 
 struct TransformerLMConfig {
   std::string arch = "transformer_lm";
@@ -57,10 +64,25 @@ struct TransformerLMConfig {
   bool tie_adaptive_weights = false;       // output tables = the adaptive input's tables
   bool tie_adaptive_proj = false;          // tail projections = the input's, transposed
   Criterion criterion = Criterion::CrossEntropy;
+  // ALiBi variants (issue 15; the contract is in models/transformer_lm/alibi_variants.h).
+  std::string alibi_slopes = "";           // --alibi-slopes: H comma-separated slopes ("": the rule)
+  std::string alibi_slope_groups = "";     // --alibi-slope-groups n:scale,...: a geometric series per group
+  std::string alibi_layer_scale = "";      // --alibi-layer-scale: L factors, or linear:F
+  std::string alibi_no_bias_heads = "";    // --alibi-no-bias-heads layer:head,...: slope 0
+  bool alibi_learnable_slopes = false;     // slopes are parameters decoder.layers.N.self_attn.alibi_slopes [H]
+  bool alibi_positive_slopes = false;      // learnable slopes clamped to >= 0 after every update
+  ops::AlibiShape alibi_shape = ops::AlibiShape::Linear;  // linear m·d | log m·ln(1+d) | clipped m·min(d, D)
+  int64_t alibi_clip_distance = 0;         // D of the clipped shape
+  int64_t alibi_slope_warmup_updates = 0;  // N: slopes grow over N updates (0: off)
+  float alibi_slope_warmup_init = 0.1f;    // F: the fraction of the slopes at update 0
+  UpperPos pos_upper = UpperPos::Same;     // hybrid: layers >= pos_upper_from_layer use this method
+  int64_t pos_upper_from_layer = 0;        // K (1 <= K < L when pos_upper is set)
   // Evaluation-time ALiBi options (not part of the trained weights).
   float alibi_slope_scale = 1.0f;          // position interpolation: slopes · L_train / L_eval
   int64_t attention_window = 0;            // keys visible iff i − j < W (0: unlimited)
 
+  bool rope_anywhere() const { return pos == PosMethod::Rope || pos_upper == UpperPos::Rope; }
+  bool t5_anywhere() const { return pos == PosMethod::T5 || pos_upper == UpperPos::T5; }
   int64_t head_dim() const { return decoder_embed_dim / decoder_attention_heads; }
   bool has_final_norm() const { return decoder_normalize_before && !no_decoder_final_norm; }
   bool has_adaptive_softmax() const { return !adaptive_softmax_cutoff.empty(); }

@@ -6,6 +6,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/tape.h"
+#include "models/transformer_lm/alibi_variants.h"
 #include "position/attention_position.h"
 #include "position/positions.h"
 
@@ -17,17 +18,34 @@ namespace {
 // Dropout stream fields: step << 24 | micro << 16 | (layer + 1) << 4 | site, XORed.
 constexpr uint64_t kMaxMicro = 1u << 8, kMaxLayerSlots = 1u << 12;  // sites 0..4 < 16
 
-std::unique_ptr<nn::AttentionPosition> make_attention_position(const TransformerLMConfig& c, const Var& t5_table) {
+std::unique_ptr<nn::AttentionPosition> make_upper_position(const TransformerLMConfig& c, PosMethod method,
+                                                           const Var& t5_table) {
   const position::AttentionWindow w{c.attention_window};
-  switch (c.pos) {
-    case PosMethod::Alibi: return std::make_unique<position::AlibiBias>(c.decoder_attention_heads, c.alibi_slope_scale, w);
+  switch (method) {
     case PosMethod::T5: return std::make_unique<position::T5Bias>(t5_table, c.t5_num_buckets, c.t5_max_distance, w);
     case PosMethod::Rope: return std::make_unique<position::Rotary>(c.rope_base, w);
+    case PosMethod::Alibi:  // built per layer by the constructor
     case PosMethod::Sinusoidal:
     case PosMethod::Learned:
     case PosMethod::None: return std::make_unique<position::NoBias>(w);
   }
   return nullptr;
+}
+
+PosMethod upper_method(UpperPos p) {
+  switch (p) {
+    case UpperPos::Rope: return PosMethod::Rope;
+    case UpperPos::T5: return PosMethod::T5;
+    case UpperPos::None: return PosMethod::None;
+    case UpperPos::Same: break;
+  }
+  return PosMethod::None;
+}
+
+Var slopes_var(const std::vector<float>& m, bool learnable) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(m.size())});  // [H]
+  std::copy(m.begin(), m.end(), t.f32());
+  return Var(t, learnable);
 }
 }  // namespace
 
@@ -66,11 +84,29 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
   if (c.pos == PosMethod::Learned)
     embed_positions_ =
         nn::Embedding::make(params_, "decoder.embed_positions.weight", c.max_target_positions + c.padding_idx + 1, C);
-  if (c.pos == PosMethod::T5) {  // registered last (fairseq's order); the attention strategy holds it
+  if (c.t5_anywhere()) {  // registered last (fairseq's order); the attention strategies hold it
     const Shape shape{c.t5_num_buckets, c.decoder_attention_heads};
     t5_table_ = Var(Tensor::zeros(shape), true);
   }
-  position_ = make_attention_position(c, t5_table_);
+  const std::vector<std::vector<float>> slopes = alibi_layer_slopes(c);  // [L][H]; empty rows: no ALiBi
+  std::unique_ptr<nn::AttentionPosition> shared;
+  if (c.pos != PosMethod::Alibi) shared = make_upper_position(c, c.pos, t5_table_);
+  else if (c.pos_upper != UpperPos::Same) shared = make_upper_position(c, upper_method(c.pos_upper), t5_table_);
+  const position::AlibiShapeSpec shape{.shape = c.alibi_shape, .cap = static_cast<float>(c.alibi_clip_distance)};
+  for (int64_t l = 0; l < c.decoder_layers; ++l) {
+    if (!layer_uses_alibi(c, l)) {
+      positions_.push_back(nullptr);  // the shared strategy
+      continue;
+    }
+    Var m = slopes_var(slopes[l], c.alibi_learnable_slopes);
+    if (c.alibi_learnable_slopes) alibi_slopes_.push_back(m);
+    auto a = std::make_unique<position::AlibiBias>(m, c.alibi_slope_scale, shape,
+                                                   position::AttentionWindow{c.attention_window});
+    alibi_layers_.push_back(a.get());
+    positions_.push_back(std::move(a));
+  }
+  const nn::AttentionPosition* upper = shared.get();
+  if (shared) positions_.push_back(std::move(shared));  // owned after the per-layer ones
   const nn::BlockConfig block{.dim = C,
                               .ffn_dim = c.decoder_ffn_embed_dim,
                               .heads = c.decoder_attention_heads,
@@ -78,7 +114,8 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
                               .activation = c.activation_fn};
   layers_.reserve(static_cast<size_t>(c.decoder_layers));
   for (int64_t l = 0; l < c.decoder_layers; ++l)
-    layers_.emplace_back(params_, "decoder.layers." + std::to_string(l) + ".", block, position_.get());
+    layers_.emplace_back(params_, "decoder.layers." + std::to_string(l) + ".", block,
+                         positions_[l] ? positions_[l].get() : upper);
   if (c.has_final_norm()) final_norm_ = nn::LayerNorm::make(params_, "decoder.layer_norm.", C);
   if (c.has_adaptive_softmax()) {
     auto head = std::make_unique<nn::AdaptiveSoftmax>(
@@ -103,6 +140,8 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
     head_ = std::move(head);
   }
   if (t5_table_.defined()) params_.add("decoder.relative_attention_bias.weight", t5_table_);
+  for (size_t i = 0; i < alibi_slopes_.size(); ++i)  // ALiBi layers are 0..K-1: index = layer
+    params_.add("decoder.layers." + std::to_string(i) + ".self_attn.alibi_slopes", alibi_slopes_[i]);
 }
 
 ModelInfo TransformerLM::info() const {
@@ -118,7 +157,8 @@ ModelInfo TransformerLM::info() const {
                      (c.has_adaptive_softmax() ? " adaptive-softmax=" + c.adaptive_softmax_cutoff +
                                                      (c.tie_adaptive_weights ? " tied" : "") +
                                                      (c.tie_adaptive_weights && c.tie_adaptive_proj ? "+proj" : "")
-                                               : std::string())};
+                                               : std::string()) +
+                     (alibi_variant_summary(c).empty() ? "" : " " + alibi_variant_summary(c))};
 }
 
 void TransformerLM::init(uint64_t seed) {
@@ -156,6 +196,16 @@ void TransformerLM::init(uint64_t seed) {
   if (adaptive_) adaptive_->init(rng);
   else if (!c.share_decoder_input_output_embed) nn::init_normal(output_projection_.weight, 0.f, emb_std, rng);
   if (t5_table_.defined()) nn::init_normal(t5_table_, 0.f, emb_std, rng);
+  // Learnable slopes start from the variant's slopes (no random draw: the other parameters keep
+  // the values plain ALiBi gives them for the same seed).
+  const std::vector<std::vector<float>> slopes = alibi_layer_slopes(c);
+  for (size_t i = 0; i < alibi_slopes_.size(); ++i) std::copy(slopes[i].begin(), slopes[i].end(), alibi_slopes_[i].data());
+}
+
+void TransformerLM::after_step() {
+  if (!config_.alibi_positive_slopes) return;
+  for (auto& m : alibi_slopes_)
+    for (int64_t h = 0; h < m.numel(); ++h) m.data()[h] = std::max(m.data()[h], 0.f);
 }
 
 uint64_t TransformerLM::dropout_stream(const ForwardOptions& opt, int64_t layer, int site) const {
@@ -209,6 +259,9 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
                    " micro-batches per update have distinct dropout masks",
                "use --update-freq <= " + std::to_string(kMaxMicro) + " (or a larger --max-tokens)");
   const int64_t pos_offset = cache ? cache->length : 0;
+  // Slope warm-up: training at update u uses w(u)·slopes; evaluation the target slopes.
+  const float factor = train ? alibi_warmup_factor(c, opt.step) : 1.f;
+  for (auto* a : alibi_layers_) a->set_factor(factor);
   if (cache && cache->layers.empty()) cache->layers.resize(layers_.size());
   Tensor key_padding = cache ? Tensor() : position::key_padding_mask(src, c.padding_idx);  // undefined when no pad
   const float embed_scale = c.no_scale_embedding ? 1.0f : std::sqrt(static_cast<float>(c.decoder_embed_dim));

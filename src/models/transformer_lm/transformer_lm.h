@@ -8,6 +8,8 @@
 // AdaptiveInput (decoder.embed_tokens.embeddings.*) and AdaptiveSoftmax (decoder.adaptive_softmax.*,
 // registered after the blocks and the final norm, as fairseq's state dict has them). Segment state: the KV cache (Decode, and Memory for
 // relative position methods); no training memory.
+// ALiBi variants (alibi_variants.h): learnable slopes are decoder.layers.N.self_attn.alibi_slopes [H],
+// registered after every other parameter.
 // Dropout masks: stream (step << 24) ^ (micro << 16) ^ ((layer + 1) << 4) ^ site, which is
 // distinct for every (update, micro, layer, site) only while micro < 256, layer + 1 < 4096 and
 // site < 16; the constructor and features() refuse what would make two masks collide.
@@ -22,6 +24,7 @@
 #include "nn/adaptive_softmax.h"
 #include "nn/decoder_block.h"
 #include "nn/softmax_head.h"
+#include "position/attention_position.h"
 
 namespace stretch::models {
 
@@ -39,6 +42,7 @@ class TransformerLM final : public LanguageModel {
  public:
   explicit TransformerLM(TransformerLMConfig config);
   void init(uint64_t seed) override;  // fairseq initialisation from a seed
+  void after_step() override;         // --alibi-positive-slopes: clamp learnable slopes to >= 0
 
   const TransformerLMConfig& config() const { return config_; }
   ModelInfo info() const override;
@@ -68,7 +72,11 @@ class TransformerLM final : public LanguageModel {
   nn::Embedding embed_tokens_, embed_positions_;
   nn::AdaptiveInput adaptive_input_;  // when config_.adaptive_input
   Var t5_table_;
-  std::unique_ptr<nn::AttentionPosition> position_;
+  // One strategy per layer (ALiBi variants give each layer its own slopes; a hybrid stack's
+  // upper layers share one rope/t5/none strategy).
+  std::vector<std::unique_ptr<nn::AttentionPosition>> positions_;
+  std::vector<position::AlibiBias*> alibi_layers_;  // the ALiBi strategies among positions_ (warm-up)
+  std::vector<Var> alibi_slopes_;                   // [H] per ALiBi layer: learnable slopes (else empty)
   std::vector<nn::DecoderBlock> layers_;
   nn::LayerNorm final_norm_;
   nn::Linear output_projection_;

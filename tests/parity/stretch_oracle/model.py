@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from . import adaptive as A
+from . import alibi_variants as AV
 from . import positions as P
 from .errors import InputError
 from .safetensors_io import load_file
@@ -100,6 +101,28 @@ class LMConfig:
     @property
     def adaptive_softmax(self) -> bool:
         return len(self.adaptive_softmax_cutoff) > 0
+    # ALiBi variants (stretch_oracle/alibi_variants.py)
+    alibi_slopes: str = ""
+    alibi_slope_groups: str = ""
+    alibi_layer_scale: str = ""
+    alibi_no_bias_heads: str = ""
+    alibi_learnable_slopes: bool = False
+    alibi_shape: str = "linear"
+    alibi_clip_distance: int = 0
+    alibi_slope_warmup_updates: int = 0
+    alibi_slope_warmup_init: float = 0.1
+    pos_upper: str = "same"
+    pos_upper_from_layer: int = 0
+
+    def layer_pos(self, layer: int) -> str:
+        """The position method of one layer (hybrid stacks: pos_upper from pos_upper_from_layer)."""
+        if self.pos_upper not in ("same", "") and layer >= self.pos_upper_from_layer:
+            return self.pos_upper
+        return self.pos
+
+    @property
+    def t5_anywhere(self) -> bool:
+        return self.pos == "t5" or self.pos_upper == "t5"
 
     @property
     def head_dim(self) -> int:
@@ -148,6 +171,17 @@ class LMConfig:
             tie_adaptive_weights=_as_bool("tie_adaptive_weights", g("tie_adaptive_weights", False)),
             tie_adaptive_proj=_as_bool("tie_adaptive_proj", g("tie_adaptive_proj", False)),
             criterion=str(g("criterion", "cross_entropy")),
+            alibi_slopes=str(g("alibi_slopes", "")),
+            alibi_slope_groups=str(g("alibi_slope_groups", "")),
+            alibi_layer_scale=str(g("alibi_layer_scale", "")),
+            alibi_no_bias_heads=str(g("alibi_no_bias_heads", "")),
+            alibi_learnable_slopes=_as_bool("alibi_learnable_slopes", g("alibi_learnable_slopes", False)),
+            alibi_shape=str(g("alibi_shape", "linear")),
+            alibi_clip_distance=_as_int("alibi_clip_distance", g("alibi_clip_distance", 0)),
+            alibi_slope_warmup_updates=_as_int("alibi_slope_warmup_updates", g("alibi_slope_warmup_updates", 0)),
+            alibi_slope_warmup_init=_as_float("alibi_slope_warmup_init", g("alibi_slope_warmup_init", 0.1)),
+            pos_upper=str(g("pos_upper", "same")),
+            pos_upper_from_layer=_as_int("pos_upper_from_layer", g("pos_upper_from_layer", 0)),
         )
         cfg.validate(where)
         return cfg
@@ -163,7 +197,7 @@ class LMConfig:
         if self.embed_dim % self.heads:
             raise InputError(where, f"decoder_embed_dim {self.embed_dim} is not divisible by "
                              f"decoder_attention_heads {self.heads}")
-        if self.pos == "rope" and self.head_dim % 2:
+        if "rope" in (self.pos, self.pos_upper) and self.head_dim % 2:
             raise InputError(where, f"rope needs an even head dim, got {self.head_dim}")
         if self.pos == "sinusoidal" and self.embed_dim < 4:
             raise InputError(where, "sinusoidal positions need decoder_embed_dim >= 4")
@@ -191,7 +225,7 @@ def param_shapes(cfg: LMConfig) -> dict:
     s = A.input_param_shapes(cfg) if cfg.adaptive_input else {"decoder.embed_tokens.weight": (V, C)}
     if cfg.pos == "learned":
         s["decoder.embed_positions.weight"] = (cfg.max_target_positions + cfg.padding_idx + 1, C)
-    if cfg.pos == "t5":
+    if cfg.t5_anywhere:
         s["decoder.relative_attention_bias.weight"] = (cfg.t5_num_buckets, H)
     for n in range(cfg.layers):
         p = f"decoder.layers.{n}."
@@ -213,6 +247,10 @@ def param_shapes(cfg: LMConfig) -> dict:
         s.update(A.softmax_param_shapes(cfg))
     elif not cfg.share_io:
         s["decoder.output_projection.weight"] = (V, C)
+    if cfg.alibi_learnable_slopes:
+        for n in range(cfg.layers):
+            if AV.uses_alibi(cfg, n):
+                s[f"decoder.layers.{n}.self_attn.alibi_slopes"] = (H,)
     return s
 
 
@@ -240,8 +278,9 @@ def _layer_norm(p, pre, x):
     return F.layer_norm(x, (x.shape[-1],), p[pre + ".weight"], p[pre + ".bias"], eps=LN_EPS)
 
 
-def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor) -> torch.Tensor:
-    """params {name: tensor} (any float dtype, all the same); src_tokens [B, T] int -> hidden [B, T, C]."""
+def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor, update=None) -> torch.Tensor:
+    """params {name: tensor} (any float dtype, all the same); src_tokens [B, T] int -> hidden [B, T, C].
+    update: the training update number (ALiBi slope warm-up); None = evaluation (target slopes)."""
     p = params
     src = src_tokens.to(torch.int64)
     B, T = src.shape
@@ -268,13 +307,20 @@ def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor) -> torch.Ten
     causal = torch.ones(T, T, dtype=torch.bool).tril()  # [T, S] key j visible iff j <= i
     allowed = causal[None, None] & src.ne(pad)[:, None, None, :]  # [B, 1, T, S]
     row_ok = allowed.any(dim=-1, keepdim=True)  # [B, 1, T, 1]
-    bias, rope = None, None
-    if cfg.pos == "alibi":
-        bias = P.alibi_bias(P.alibi_slopes(cfg.heads), T, dtype)
-    elif cfg.pos == "t5":
-        bias = P.t5_bias(p["decoder.relative_attention_bias.weight"], T, cfg.t5_num_buckets, cfg.t5_max_distance)
-    elif cfg.pos == "rope":
-        rope = P.rope_cos_sin(T, cfg.head_dim, cfg.rope_base, dtype)
+    def layer_bias(n):
+        """(bias [H, T, S] or None, rope tables or None) of layer n."""
+        pos = cfg.layer_pos(n)
+        if pos == "alibi":
+            name = f"decoder.layers.{n}.self_attn.alibi_slopes"
+            m = p[name] if name in p else torch.tensor(AV.layer_slopes(cfg)[n], dtype=dtype)
+            factor = 1.0 if update is None else AV.warmup_factor(cfg, update)
+            return AV.bias(m, T, cfg.alibi_shape, cfg.alibi_clip_distance, factor), None
+        if pos == "t5":
+            return P.t5_bias(p["decoder.relative_attention_bias.weight"], T, cfg.t5_num_buckets,
+                             cfg.t5_max_distance), None
+        if pos == "rope":
+            return None, P.rope_cos_sin(T, cfg.head_dim, cfg.rope_base, dtype)
+        return None, None
 
     act = F.relu if cfg.activation == "relu" else F.gelu  # fairseq "gelu" is the exact erf form
     for n in range(cfg.layers):
@@ -282,6 +328,7 @@ def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor) -> torch.Ten
         r = x
         if cfg.normalize_before:
             x = _layer_norm(p, pre + "self_attn_layer_norm", x)
+        bias, rope = layer_bias(n)
         x = r + _attention(cfg, p, pre + "self_attn.", x, allowed, row_ok, bias, rope)
         if not cfg.normalize_before:
             x = _layer_norm(p, pre + "self_attn_layer_norm", x)
@@ -297,9 +344,9 @@ def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor) -> torch.Ten
     return x
 
 
-def forward(cfg: LMConfig, params: dict, src_tokens: torch.Tensor) -> torch.Tensor:
+def forward(cfg: LMConfig, params: dict, src_tokens: torch.Tensor, update=None) -> torch.Tensor:
     """-> logits [B, T, V]; with an adaptive softmax the full log-probabilities [B, T, V]."""
-    x = features(cfg, params, src_tokens)
+    x = features(cfg, params, src_tokens, update)
     if cfg.adaptive_softmax:
         B, T, C = x.shape
         return A.log_probs(cfg, params, x.reshape(B * T, C)).reshape(B, T, -1)
@@ -359,19 +406,19 @@ class TransformerLM:
         cfg, params = load_checkpoint(path)
         return cls(cfg, params, dtype)
 
-    def forward(self, src_tokens: torch.Tensor) -> torch.Tensor:
-        return forward(self.cfg, self.params, src_tokens)
+    def forward(self, src_tokens: torch.Tensor, update=None) -> torch.Tensor:
+        return forward(self.cfg, self.params, src_tokens, update)
 
-    def loss(self, src_tokens: torch.Tensor, target: torch.Tensor):
+    def loss(self, src_tokens: torch.Tensor, target: torch.Tensor, update=None):
         """-> (summed NLL (nats) as a 0-d tensor, ntokens, logits [B, T, V]); with an adaptive
         softmax the criterion's loss (adaptive_loss: fairseq's, with its ignore_index quirk;
         cross_entropy: the exact NLL) and the full log-probabilities."""
         cfg = self.cfg
         if not cfg.adaptive_softmax:
-            logits = self.forward(src_tokens)
+            logits = self.forward(src_tokens, update)
             loss, ntok = nll_sum(logits, target, cfg.padding_idx)
             return loss, ntok, logits
-        x = features(cfg, self.params, src_tokens)
+        x = features(cfg, self.params, src_tokens, update)
         B, T, C = x.shape
         flat, tgt = x.reshape(B * T, C), target.to(torch.int64).reshape(-1)
         lp = A.log_probs(cfg, self.params, flat)
