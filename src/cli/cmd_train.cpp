@@ -39,7 +39,7 @@ void add_train(CLI::App& sub, Runner& run) {
   auto cfg = std::make_shared<train::TrainConfig>();
   auto common = std::make_shared<CommonOptions>();
   auto model = std::make_shared<ModelFlags>();
-  auto log_format = std::make_shared<std::string>("simple");
+  auto log_format = std::make_shared<std::string>();  // unset: fairseq's default (tqdm, or simple)
   auto dump_config = std::make_shared<bool>(false);
   auto lr_text = std::make_shared<std::string>("0.25");
   auto& c = *cfg;
@@ -93,7 +93,12 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_flag("--reset-optimizer", c.reset_optimizer, "resume the weights but start the optimizer afresh");
   sub.add_flag("--reset-dataloader", c.reset_dataloader, "resume the weights but start at epoch 1, batch 0");
   sub.add_flag("--reset-meters", c.reset_meters, "resume but forget the best validation loss");
-  sub.add_option("--log-format", *log_format, "json | simple | none")->check(CLI::IsMember({"json", "simple", "none", "tqdm"}));
+  sub.add_option("--log-format", *log_format,
+                 "simple | json | tqdm | none, as fairseq writes them (default: tqdm on a terminal, else simple; "
+                 "simple with --no-progress-bar)")
+      ->check(CLI::IsMember({"json", "simple", "none", "tqdm"}));
+  sub.add_flag("--log-full-precision", c.log_full_precision,
+               "stretch: JSON log values as numbers with every digit (fairseq rounds them), for exact comparisons");
   sub.add_option("--log-interval", c.log_interval)->transform(int_at_least(1, "log every N updates"))->capture_default_str();
   sub.add_flag("--no-progress-bar", c.no_progress_bar);
   sub.add_option("--max-consecutive-nan", c.max_consecutive_nan,
@@ -145,8 +150,11 @@ void add_train(CLI::App& sub, Runner& run) {
     if (c.data.empty())
       fail_usage("train: no data directory", "give it first: `stretch train data-bin/NAME ...` (or --data, or in --config)");
     c.optim.lr = optim::parse_float_list("--lr", *lr_text);
-    c.log_format = *log_format == "json" ? train::LogFormat::Json
-                   : *log_format == "none" ? train::LogFormat::None : train::LogFormat::Simple;
+    // fairseq: --log-format unset means tqdm, or simple with --no-progress-bar.
+    const std::string lf = log_format->empty() ? (c.no_progress_bar ? "simple" : "tqdm") : *log_format;
+    c.log_format = lf == "json" ? train::LogFormat::Json
+                   : lf == "none" ? train::LogFormat::None
+                   : lf == "tqdm" ? train::LogFormat::Tqdm : train::LogFormat::Simple;
     if (model->wants_help()) {
       std::cout << models::arch_table();
       return 0;

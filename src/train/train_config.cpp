@@ -2,6 +2,16 @@
 
 namespace stretch::train {
 
+const char* log_format_name(LogFormat f) {
+  switch (f) {
+    case LogFormat::Simple: return "simple";
+    case LogFormat::Json: return "json";
+    case LogFormat::None: return "none";
+    case LogFormat::Tqdm: return "tqdm";
+  }
+  return "?";
+}
+
 nlohmann::json TrainConfig::to_json() const {
   const auto& o = optim;
   return {{"task",
@@ -61,8 +71,9 @@ nlohmann::json TrainConfig::to_json() const {
             {"reset_dataloader", reset_dataloader},
             {"reset_meters", reset_meters}}},
           {"common",
-           {{"log_format", log_format == LogFormat::Json ? "json" : log_format == LogFormat::None ? "none" : "simple"},
+           {{"log_format", log_format_name(log_format)},
             {"log_interval", log_interval},
+            {"log_full_precision", log_full_precision},
             {"max_consecutive_nan", max_consecutive_nan}}},
           {"model", model}};
 }

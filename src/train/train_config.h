@@ -13,7 +13,10 @@
 
 namespace stretch::train {
 
-enum class LogFormat : uint8_t { Simple, Json, None };
+// --log-format; fairseq's default is tqdm (simple with --no-progress-bar; tqdm falls back to
+// simple when stderr is not a terminal).
+enum class LogFormat : uint8_t { Simple, Json, None, Tqdm };
+const char* log_format_name(LogFormat f);
 
 struct OptimSettings {
   optim::OptimizerKind optimizer = optim::OptimizerKind::Nag;  // --optimizer (optim/optimizer.h names)
@@ -68,8 +71,9 @@ struct TrainConfig {
   bool reset_optimizer = false;
   bool reset_dataloader = false;          // resume at epoch 1, batch 0
   bool reset_meters = false;              // forget the best validation loss
-  LogFormat log_format = LogFormat::Simple;
+  LogFormat log_format = LogFormat::Tqdm;
   int64_t log_interval = 100;
+  bool log_full_precision = false;        // stretch: JSON log values as numbers with every digit
   bool no_progress_bar = false;
   int64_t max_consecutive_nan = 10;       // stop after this many skipped non-finite updates in a row
   bool skip_invalid_size_inputs_valid_test = false;

@@ -66,14 +66,15 @@ TEST_F(TrainCli, ShortRunWritesCheckpointsAndFairseqLogLines) {
       for (const char* f : {"epoch", "update", "loss", "ppl", "wps", "ups", "wpb", "bsz", "num_updates", "lr", "gnorm",
                             "clip", "train_wall", "wall"})
         EXPECT_TRUE(j.contains(f)) << f << " missing in " << j.dump();
-      // ppl is 2^loss (fairseq logs base 2).
-      EXPECT_NEAR(j.at("ppl").get<double>(), std::pow(2.0, j.at("loss").get<double>()), 1e-9 * j.at("ppl").get<double>());
+      // ppl is 2^loss (fairseq logs base 2), each rounded as fairseq rounds it (loss 3 decimals, ppl 2).
+      EXPECT_NEAR(j.at("ppl").get<double>(), std::pow(2.0, j.at("loss").get<double>()), 4e-4 * j.at("ppl").get<double>() + 0.005);
     }
     if (j.contains("valid_loss")) {
       ++valid;
-      for (const char* f : {"epoch", "valid_loss", "valid_ppl", "valid_wps", "valid_wpb", "valid_bsz",
-                            "valid_num_updates", "valid_best_loss"})
+      for (const char* f : {"epoch", "valid_loss", "valid_ppl", "valid_wps", "valid_wpb", "valid_bsz", "valid_num_updates"})
         EXPECT_TRUE(j.contains(f)) << f << " missing in " << j.dump();
+      // fairseq adds the best loss from the second validation on (once a checkpoint recorded one).
+      EXPECT_EQ(j.contains("valid_best_loss"), valid > 1) << j.dump();
     }
   }
   EXPECT_EQ(inner, 6);
@@ -140,7 +141,7 @@ TEST_F(TrainCli, EpochCheckpointsRetentionValidationIntervals) {
   double best = 1e300;
   for (const auto& j : json_lines(r.out))
     if (j.contains("valid_loss")) best = std::min(best, j.at("valid_loss").get<double>());
-  EXPECT_EQ(read_checkpoint(save + "/checkpoint_best.pt").state.best_loss, best);
+  EXPECT_NEAR(read_checkpoint(save + "/checkpoint_best.pt").state.best_loss, best, 5e-4);  // logged to 3 decimals
   // --no-save: the same run writes nothing.
   const RunResult ns = run_stretch(with(small_args(*data_, tmp_ / "none"), {"--max-epoch", "1", "--no-save"}));
   EXPECT_EQ(ns.exit_code, 0) << ns.err;
