@@ -3,9 +3,11 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress_display.h"
 #include "eval/sweep_report.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
@@ -43,8 +45,19 @@ int run_sweep(const SweepConfig& cfg) {
       o.pad = data.pad;
       o.eos = data.eos;
       if (cfg.sliding) o.context_window = L - 1;
+      // Each cell's progress as eval-lm shows it (a bar on a terminal, a line per tenth otherwise).
+      std::unique_ptr<ProgressDisplay> display;
+      o.on_start = [&](const EvalResult& r) {
+        display = std::make_unique<ProgressDisplay>("sweep " + row.label + " L=" + std::to_string(L), r.total_tokens,
+                                                    "tokens");
+      };
+      o.on_progress = [&](int64_t scored, int64_t) {
+        display->update(scored);
+        return true;
+      };
       try {
         EvalResult r = evaluate(*model, *stream, o);
+        display.reset();
         cell.ppl = r.ppl;
         cell.loss2 = r.loss2;
         cell.tokens = r.count;
