@@ -90,9 +90,15 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--keep-last-epochs", c.keep_last_epochs)->transform(int_at_least(-1, "-1: keep all"));
   sub.add_option("--keep-interval-updates", c.keep_interval_updates)->transform(int_at_least(-1, "-1: keep all"));
   sub.add_option("--restore-file", c.restore_file)->capture_default_str();
-  sub.add_flag("--reset-optimizer", c.reset_optimizer, "resume the weights but start the optimizer afresh");
-  sub.add_flag("--reset-dataloader", c.reset_dataloader, "resume the weights but start at epoch 1, batch 0");
-  sub.add_flag("--reset-meters", c.reset_meters, "resume but forget the best validation loss");
+  sub.add_flag("--reset-optimizer", c.reset_optimizer,
+               "restore the weights, not the optimizer state: num_updates starts at 0 (fairseq), the best loss is forgotten");
+  sub.add_flag("--reset-dataloader", c.reset_dataloader, "restore the weights but start at epoch 1, batch 0");
+  sub.add_flag("--reset-meters", c.reset_meters, "restore but forget the best validation loss and the meters");
+  sub.add_flag("--reset-lr-scheduler", c.reset_lr_scheduler,
+               "accepted; no effect: schedules are functions of the update number (--reset-optimizer restarts it)");
+  sub.add_option("--finetune-from-model", c.finetune_from_model,
+                 "on a first launch (no checkpoint_last.pt in --save-dir): start from this model's weights with the "
+                 "optimizer, lr scheduler, meters and dataloader reset");
   sub.add_option("--log-format", *log_format,
                  "simple | json | tqdm | none, as fairseq writes them (default: tqdm on a terminal, else simple; "
                  "simple with --no-progress-bar)")

@@ -70,7 +70,9 @@ struct TrainConfig {
   std::string restore_file = "checkpoint_last.pt";  // fairseq: this name is looked up in save_dir
   bool reset_optimizer = false;
   bool reset_dataloader = false;          // resume at epoch 1, batch 0
-  bool reset_meters = false;              // forget the best validation loss
+  bool reset_meters = false;              // forget the best validation loss and the meters
+  bool reset_lr_scheduler = false;        // no effect: schedules are functions of the update number
+  std::string finetune_from_model{};      // --restore-file with all four resets, on a first launch
   LogFormat log_format = LogFormat::Tqdm;
   int64_t log_interval = 100;
   bool log_full_precision = false;        // stretch: JSON log values as numbers with every digit

@@ -138,7 +138,31 @@ void publish_copy(const std::string& from, const std::string& to) {
 
 // Which checkpoint the run resumes from (fairseq's --restore-file): the default name lives in
 // --save-dir and may be absent (a fresh run); any other name must exist.
-std::string restore_path(const TrainConfig& c) {
+// --finetune-from-model F (fairseq's checkpoint_utils.load_checkpoint): only on a first launch,
+// i.e. while --save-dir has no checkpoint_last.pt, it is --restore-file F with the optimizer, lr
+// scheduler, meters and dataloader reset; later launches resume checkpoint_last.pt as usual.
+std::string restore_path(TrainConfig& c) {
+  if (!c.finetune_from_model.empty()) {
+    if (c.restore_file != kDefaultRestoreFile)
+      fail_usage("--finetune-from-model and --restore-file " + c.restore_file + " can not be given together",
+                 "give one of them (as in fairseq)");
+    if (c.reset_optimizer || c.reset_lr_scheduler || c.reset_meters || c.reset_dataloader)
+      fail_usage("--finetune-from-model can not be given together with --reset-optimizer, --reset-lr-scheduler, "
+                 "--reset-meters or --reset-dataloader",
+                 "--finetune-from-model resets all four itself (as in fairseq)");
+    const std::string last = ckpt_path(c, kDefaultRestoreFile);
+    if (fs::exists(last)) {
+      log_info("--finetune-from-model " + c.finetune_from_model + " is not used: " + last +
+               " exists, so this launch resumes it (as fairseq does)");
+      return last;
+    }
+    if (!fs::exists(c.finetune_from_model))
+      fail_input(c.finetune_from_model, "--finetune-from-model not found", "give the path of a model file or checkpoint");
+    c.reset_optimizer = c.reset_lr_scheduler = c.reset_meters = c.reset_dataloader = true;
+    fairseq_log("fairseq.checkpoint_utils", "loading pretrained model from " + c.finetune_from_model +
+                                                ": optimizer, lr scheduler, meters, dataloader will be reset");
+    return c.finetune_from_model;
+  }
   if (c.restore_file == kDefaultRestoreFile) {
     const std::string p = ckpt_path(c, kDefaultRestoreFile);
     return fs::exists(p) ? p : std::string();
@@ -249,7 +273,7 @@ TrainingRun::TrainingRun(TrainConfig config)
                     " and max sentences per device = " +
                     (c.batch_size > 0 ? std::to_string(c.batch_size) : std::string("None")));
   }
-  if (const std::string from = restore_path(c); !from.empty()) {
+  if (const std::string from = restore_path(c_); !from.empty()) {
     resume(from);
   } else if (world_.is_main()) {
     fairseq_log("fairseq.trainer", "No existing checkpoint found " + ckpt_path(c, kDefaultRestoreFile));
@@ -265,7 +289,14 @@ void TrainingRun::resume(const std::string& from) {
   const TrainConfig& c = c_;
   CheckpointContents ck;
   try {
-    ck = read_checkpoint(from);
+    if (c.reset_optimizer && c.reset_dataloader) {
+      // Everything but the weights starts afresh: a model file without training state will do.
+      static_cast<models::ModelFile&>(ck) = models::read_model_file(from);
+      if (ck.format == models::kCheckpointFormat) ck = read_checkpoint(from);
+      else ck.state.seed = c.seed;
+    } else {
+      ck = read_checkpoint(from);
+    }
   } catch (const Error& e) {
     throw Error(e.kind(), std::string("cannot resume: ") + e.what(),
                 "move " + from + " away to start afresh, or copy an earlier checkpoint (checkpoint_E_U.pt, "
@@ -280,6 +311,14 @@ void TrainingRun::resume(const std::string& from) {
   if (segment_) segment_->load(segment_tensors(ck));
   state_ = ck.state;
   clock_ = ck.clock;
+  // fairseq's exact semantics (trainer.load_checkpoint, checkpoint_utils.load_checkpoint):
+  // --reset-optimizer: the optimizer state and num_updates are not restored (num_updates starts at
+  //   0, so the schedule and --max-update count from 0), and neither is the best validation loss;
+  // --reset-dataloader: epoch 1, batch 0; --reset-meters: the best loss and the epoch's meters go.
+  if (c.reset_optimizer) {
+    state_.num_updates = 0;
+    state_.best_loss = NAN;
+  }
   if (state_.seed != c.seed)
     log_warning("resuming a run started with --seed " + std::to_string(state_.seed) + " with --seed " +
                 std::to_string(c.seed) + ": later batches and dropout masks differ from an uninterrupted run");
@@ -289,7 +328,10 @@ void TrainingRun::resume(const std::string& from) {
     state_.begin_next_epoch();  // epoch 1, batch 0
     clock_.epoch_train_wall = clock_.epoch_elapsed = 0;
   }
-  if (c.reset_meters) state_.best_loss = NAN;
+  if (c.reset_meters) {
+    state_.best_loss = NAN;
+    clock_ = TrainClock{};
+  }
   if (!c.reset_optimizer) {
     optim::OptimizerState os;
     for (const auto& [name, t] : ck.file.tensors)
@@ -492,6 +534,11 @@ int TrainingRun::run() {
   const UpdateParams update_params{.clip_norm = c.optim.clip_norm, .seed = c.seed, .pad = data_.pad};
   t_start_ = log_t0_ = now_seconds();
   bool stop = c.max_update > 0 && state_.num_updates >= c.max_update;
+  if (stop && world_.is_main())
+    log_warning("nothing to train: the run is at update " + std::to_string(state_.num_updates) + " >= --max-update " +
+                std::to_string(c.max_update) +
+                " (to train a restored model further, raise --max-update or pass --reset-optimizer, which restarts "
+                "the update count at 0 as in fairseq)");
   int exit_code = 0;
   while (!stop && exit_code == 0) {
     if (c.max_epoch > 0 && state_.epoch > c.max_epoch) break;
@@ -572,7 +619,11 @@ int TrainingRun::run() {
 }  // namespace
 
 int run_training(TrainConfig c) {
-  arm_graceful_stop();  // core/signals.h: SIGINT/SIGTERM now save checkpoint_last.pt and stop
+  arm_graceful_stop();
+  if (c.reset_lr_scheduler)
+    log_once(LogLevel::Warning, "--reset-lr-scheduler has no effect in stretch: every schedule is a function of the "
+                                "update number (and epoch), recomputed after a resume; --reset-optimizer restarts "
+                                "the update count");  // core/signals.h: SIGINT/SIGTERM now save checkpoint_last.pt and stop
   check_run_flags(c);
   // The --save-dir is checked, locked and tidied before any data is read (train/save_dir.h).
   SaveDirLock save_dir_lock;

@@ -148,6 +148,73 @@ TEST_F(TrainCli, EpochCheckpointsRetentionValidationIntervals) {
   EXPECT_FALSE(fs::exists(tmp_ / "none"));
 }
 
+// fairseq's restore semantics (trainer.load_checkpoint): --reset-optimizer does not restore
+// num_updates, so the fine-tuning idiom `--restore-file X --reset-optimizer --reset-dataloader
+// --reset-meters` trains --max-update updates from X's weights; --finetune-from-model X is the same
+// on a first launch; without resets a run already at --max-update says it has nothing to train.
+TEST_F(TrainCli, ResetFlagsAndFinetuneFollowFairseqNumUpdates) {
+  const std::string first = tmp_ / "first";
+  const RunResult a = run_stretch(with(small_args(*data_, first), {"--disable-validation"}));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  auto losses = [](const std::string& out) {
+    std::vector<std::pair<int64_t, double>> v;
+    for (const auto& j : json_lines(out))
+      if (j.contains("num_updates")) v.emplace_back(j.at("num_updates").get<int64_t>(), j.at("loss").get<double>());
+    return v;
+  };
+  const auto fresh = losses(a.out);
+  ASSERT_EQ(fresh.size(), 6u);
+  // Without resets: nothing to train, and it says so.
+  const RunResult same = run_stretch(with(small_args(*data_, tmp_ / "same"), {"--restore-file", first + "/checkpoint_last.pt",
+                                                                             "--disable-validation"}));
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_TRUE(losses(same.out).empty());
+  EXPECT_NE(same.err.find("nothing to train: the run is at update 6 >= --max-update 6"), std::string::npos) << same.err;
+  // The idiom: six updates numbered 1..6 from the restored weights (lower loss than from scratch).
+  const RunResult ft = run_stretch(with(small_args(*data_, tmp_ / "ft"),
+                                        {"--restore-file", first + "/checkpoint_last.pt", "--reset-optimizer",
+                                         "--reset-dataloader", "--reset-meters", "--disable-validation"}));
+  ASSERT_EQ(ft.exit_code, 0) << ft.err;
+  const auto tuned = losses(ft.out);
+  ASSERT_EQ(tuned.size(), 6u);
+  for (int64_t u = 1; u <= 6; ++u) EXPECT_EQ(tuned[u - 1].first, u);
+  EXPECT_LT(tuned[0].second, fresh[0].second);
+  EXPECT_NE(ft.out.find("Loaded checkpoint " + first + "/checkpoint_last.pt (epoch 1 @ 0 updates)"), std::string::npos);
+  EXPECT_EQ(read_checkpoint(tmp_ / "ft/checkpoint_last.pt").state.num_updates, 6);
+  // --finetune-from-model on a first launch: the same run, loss for loss.
+  const RunResult fm = run_stretch(with(small_args(*data_, tmp_ / "fm"),
+                                        {"--finetune-from-model", first + "/checkpoint_last.pt", "--disable-validation"}));
+  ASSERT_EQ(fm.exit_code, 0) << fm.err;
+  EXPECT_EQ(losses(fm.out), tuned);
+  EXPECT_NE(fm.out.find("loading pretrained model from " + first + "/checkpoint_last.pt: optimizer, lr scheduler, "
+                        "meters, dataloader will be reset"),
+            std::string::npos)
+      << fm.out;
+  // A later launch into the same --save-dir resumes its checkpoint_last.pt instead (fairseq).
+  const RunResult again = run_stretch(with(small_args(*data_, tmp_ / "fm"),
+                                           {"--finetune-from-model", first + "/checkpoint_last.pt", "--max-update", "7",
+                                            "--disable-validation"}));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(losses(again.out).size(), 1u);
+  EXPECT_NE(again.err.find("is not used"), std::string::npos) << again.err;
+  // --reset-optimizer alone keeps the data position but restarts the update count.
+  const RunResult ro = run_stretch(with(small_args(*data_, tmp_ / "ro"), {"--restore-file", first + "/checkpoint_last.pt",
+                                                                         "--reset-optimizer", "--max-update", "2",
+                                                                         "--disable-validation"}));
+  ASSERT_EQ(ro.exit_code, 0) << ro.err;
+  EXPECT_EQ(losses(ro.out).size(), 2u);
+  EXPECT_EQ(read_checkpoint(tmp_ / "ro/checkpoint_last.pt").state.next_batch, 8);  // 6 + 2 batches of epoch 1
+  // Combinations fairseq refuses, and the flag with no effect here.
+  const RunResult both = run_stretch(with(small_args(*data_, tmp_ / "both"), {"--finetune-from-model", first + "/checkpoint_last.pt",
+                                                                             "--reset-optimizer"}));
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("--finetune-from-model can not be given together with --reset-optimizer"), std::string::npos)
+      << both.err;
+  const RunResult lrs = run_stretch(with(small_args(*data_, tmp_ / "lrs"), {"--reset-lr-scheduler", "--max-update", "1"}));
+  EXPECT_EQ(lrs.exit_code, 0) << lrs.err;
+  EXPECT_EQ(count_of(lrs.err, "--reset-lr-scheduler has no effect in stretch"), 1) << lrs.err;
+}
+
 TEST_F(TrainCli, StopMinLrAndPerEpochLrList) {
   // fixed schedule, --lr 0.1,0.001: epoch 1 at 0.1, epoch 2 would run at 0.001 <= --stop-min-lr.
   const RunResult r = run_stretch(with(small_args(*data_, tmp_ / "ck"), {"--max-update", "0", "--lr-scheduler", "fixed",
