@@ -87,7 +87,7 @@ int run_sweep(const SweepConfig& cfg) {
   const std::string prefix = (std::filesystem::path(cfg.results_dir) / "sweep").string();
   write_sweep_csv(prefix + ".csv", rows);
   write_sweep_json(prefix + ".json", rows, protocol);
-  bool plotted = plot_sweep(prefix, rows, cfg.title);
+  bool plotted = plot_sweep(prefix, rows, cfg.title, "perplexity on the '" + cfg.gen_subset + "' split, " + protocol);
   std::cout << "wrote " << prefix << ".csv, " << prefix << ".json" << (plotted ? ", " + prefix + ".png, " + prefix + ".svg" : "")
             << "\n";
   return 0;
