@@ -73,7 +73,26 @@ void add_train(CLI::App& sub, Runner& run) {
       ->transform(int_at_least(0, "0: no limit"));
   sub.add_option("--max-epoch", c.max_epoch, "stop after N epochs (0: no limit)")->transform(int_at_least(0, "0: no limit"));
   sub.add_option("--seed", c.seed)->capture_default_str();
-  sub.add_option("--valid-subset", c.valid_subset)->capture_default_str();
+  sub.add_option("--valid-subset", c.valid_subset, "validation split(s), comma separated; the first tracks the best")
+      ->capture_default_str();
+  sub.add_option("--train-subset", c.train_subset, "the training split")->capture_default_str();
+  sub.add_option("--max-valid-steps", c.max_valid_steps,
+                 "validate on the first N+1 batches (fairseq stops once the batch index exceeds N)")
+      ->transform(int_at_least(0, "batches of a validation", /*also=*/-1));
+  sub.add_option("--validate-after-updates", c.validate_after_updates,
+                 "no validation and no interval checkpoint before this update")
+      ->transform(int_at_least(0, "0: from the start"));
+  sub.add_option("--patience", c.patience,
+                 "stop after N validations in a row without a better loss (fairseq's early stopping; <= 0: off)");
+  sub.add_option("--stop-time-hours", c.stop_time_hours,
+                 "stop once the cumulative training time (kept across resumes) exceeds it (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_flag("--no-last-checkpoints", c.no_last_checkpoints, "never write checkpoint_last.pt");
+  sub.add_option("--best-checkpoint-metric", c.best_checkpoint_metric,
+                 "loss | ppl: the validation metric checkpoint_best.pt and --patience follow (they rank alike)")
+      ->check(CLI::IsMember({"loss", "ppl"}));
+  sub.add_flag("--maximize-best-checkpoint-metric", c.maximize_best_checkpoint_metric,
+               "the best checkpoint has the largest metric (fairseq's flag; for a loss this keeps the worst)");
   sub.add_option("--validate-interval", c.validate_interval, "validate every N epochs")
       ->transform(int_at_least(1, "validate every N epochs; --disable-validation turns it off"))->capture_default_str();
   sub.add_option("--validate-interval-updates", c.validate_interval_updates, "validate every N updates")
@@ -149,6 +168,7 @@ void add_train(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--num-workers", "data loading is memory-mapped in-process", true);
   add_ignored_flag(sub, "--distributed-world-size", "the world size comes from mpirun", true);
   add_ignored_flag(sub, "--user-dir", "every model is built in", true);
+  add_ignored_flag(sub, "--cpu", "stretch always runs on the CPU", false);
 
   run = [cfg, common, model, log_format, dump_config, lr_text] {
     apply_common_options(*common);

@@ -56,7 +56,15 @@ struct TrainConfig {
   int64_t max_update = 0;
   int64_t max_epoch = 0;
   uint64_t seed = 1;
-  std::string valid_subset = "valid";
+  std::string valid_subset = "valid";     // one split or several, comma separated (the first tracks the best)
+  std::string train_subset = "train";
+  int64_t max_valid_steps = -1;           // fairseq: stop validating once the batch index exceeds it (-1: all)
+  int64_t validate_after_updates = 0;     // no validation (and no interval save) before this update
+  int64_t patience = -1;                  // stop after this many validations without improvement (<= 0: off)
+  double stop_time_hours = 0;             // stop once the cumulative training time exceeds it (0: off)
+  bool no_last_checkpoints = false;       // never write checkpoint_last.pt
+  std::string best_checkpoint_metric = "loss";  // loss | ppl (the same ranking here)
+  bool maximize_best_checkpoint_metric = false;
   int64_t validate_interval = 1;          // epochs
   int64_t validate_interval_updates = 0;
   bool disable_validation = false;

@@ -52,13 +52,16 @@ struct ValidResult {
   double seconds = 0;
 };
 
-ValidResult validate(models::LanguageModel& model, LmSplit& split, const dist::World& world) {
+// max_steps >= 0: fairseq's --max-valid-steps, which stops once the batch index exceeds it (so
+// max_steps + 1 batches are scored, as in fairseq_cli/train.py's validate).
+ValidResult validate(models::LanguageModel& model, LmSplit& split, const dist::World& world, int64_t max_steps) {
   autograd::NoGradGuard no_grad;
   const double t0 = now_seconds();
   double sums[4] = {0, 0, 0, 0};  // nats, tokens, sentences, batches
   split.set_epoch(1);
   const int32_t pad = model.info().padding_idx;
   for (int64_t i = 0; i < split.num_batches(); ++i) {
+    if (max_steps >= 0 && i > max_steps) break;
     LmBatch b = split.batch(i);
     if (!b.src.defined()) continue;
     Var hidden = model.features(b.src, {.mode = models::Mode::Eval});
@@ -71,6 +74,21 @@ ValidResult validate(models::LanguageModel& model, LmSplit& split, const dist::W
   world.allreduce_sum(sums, 4);
   return {sums[1] > 0 ? sums[0] / sums[1] / kLn2 : 0.0, static_cast<int64_t>(sums[1]), static_cast<int64_t>(sums[2]),
           sums[3] / world.size(), now_seconds() - t0};
+}
+
+std::vector<std::string> split_subsets(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = list.find(',', start);
+    const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty())
+      fail_usage("--valid-subset '" + list + "': an empty split name", "give split names separated by commas, e.g. valid,test");
+    out.push_back(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
 }
 
 // 1234567 -> "1,234,567" (Python's "{:,}").
@@ -186,6 +204,9 @@ class TrainingRun {
   void save(const std::vector<std::string>& names, int64_t epoch, double score);
   double run_validation();
   bool validate_and_save(bool end_of_epoch);
+  bool out_of_patience(double vloss);
+  // The best-checkpoint comparison (fairseq's is_better without ties: the metric ranks as the loss).
+  bool better(double a, double b) const { return c_.maximize_best_checkpoint_metric ? a > b : a < b; }
   void after_update(const UpdateResult& r, double step_seconds, int64_t done);
   int stop_requested();
   Stats epoch_stats() const;
@@ -195,7 +216,10 @@ class TrainingRun {
   TrainConfig c_;
   const dist::World& world_;
   LmData data_;
-  std::unique_ptr<LmSplit> train_split_, valid_split_;
+  std::unique_ptr<LmSplit> train_split_;
+  std::vector<std::pair<std::string, std::unique_ptr<LmSplit>>> valid_splits_;  // --valid-subset a,b
+  double patience_best_ = NAN;  // fairseq's should_stop_early: best validation loss of this process
+  int64_t patience_runs_ = 0;   // validations since it improved
   std::unique_ptr<models::LanguageModel> model_;
   std::unique_ptr<models::SegmentState> segment_;
   std::string dictionary_text_;
@@ -244,13 +268,14 @@ TrainingRun::TrainingRun(TrainConfig config)
                             .shuffle = true,
                             .shard_rank = world_.rank(),
                             .shard_count = world_.size()};
-  train_split_ = open_lm_split(c.data, "train", data_, train_opts);
+  train_split_ = open_lm_split(c.data, c.train_subset, data_, train_opts);
   if (!c.disable_validation) {
     LmSplitOptions vo = train_opts;
     vo.shuffle = false;
     if (c.max_tokens_valid > 0) vo.max_tokens = c.max_tokens_valid;
     if (c.batch_size_valid > 0) vo.batch_size = c.batch_size_valid;
-    valid_split_ = open_lm_split(c.data, c.valid_subset, data_, vo);
+    for (const std::string& subset : split_subsets(c.valid_subset))
+      valid_splits_.emplace_back(subset, open_lm_split(c.data, subset, data_, vo));
   }
   model_ = models::build_model(c.model);
   model_->init(c.seed);
@@ -384,16 +409,25 @@ void TrainingRun::save(const std::vector<std::string>& names, int64_t epoch, dou
   prune(c);
 }
 
-// Validates (logging fairseq's valid_* fields); returns the loss, or NaN when there is no
-// validation. state.best_loss follows fairseq's save_checkpoint.best (a minimum).
+// Validates every --valid-subset (logging fairseq's valid_* fields); returns the first subset's
+// loss, or NaN when there is no validation. state.best_loss follows fairseq's
+// save_checkpoint.best (a minimum, a maximum with --maximize-best-checkpoint-metric), tracked on
+// the first subset only, as fairseq's get_valid_stats does.
 double TrainingRun::run_validation() {
-  if (!valid_split_) return NAN;
-  const std::string& subset = c_.valid_subset;
-  if (world_.is_main()) progress_.info("fairseq_cli.train", "begin validation on \"" + subset + "\" subset");
-  const ValidResult v = validate(*model_, *valid_split_, world_);
-  const double prev_best = state_.best_loss;
-  if (std::isnan(state_.best_loss) || v.loss2 < state_.best_loss) state_.best_loss = v.loss2;
-  if (world_.is_main()) {
+  if (valid_splits_.empty()) return NAN;
+  const TrainConfig& c = c_;
+  const bool ppl_metric = c.best_checkpoint_metric == "ppl";
+  double first = NAN;
+  for (size_t k = 0; k < valid_splits_.size(); ++k) {
+    const std::string& subset = valid_splits_[k].first;
+    if (world_.is_main()) progress_.info("fairseq_cli.train", "begin validation on \"" + subset + "\" subset");
+    const ValidResult v = validate(*model_, *valid_splits_[k].second, world_, c.max_valid_steps);
+    const double prev_best = state_.best_loss;
+    if (k == 0) {
+      first = v.loss2;
+      if (std::isnan(state_.best_loss) || better(v.loss2, state_.best_loss)) state_.best_loss = v.loss2;
+    }
+    if (!world_.is_main()) continue;
     const double batches = std::max(v.batches, 1.0);
     Stats st = {{"loss", v.loss2, 3},
                 {"ppl", std::pow(2.0, v.loss2), 2},
@@ -401,11 +435,30 @@ double TrainingRun::run_validation() {
                 {"wpb", static_cast<double>(v.ntokens) / batches, 1},
                 {"bsz", static_cast<double>(v.nsentences) / batches, 1},
                 {"num_updates", static_cast<double>(state_.num_updates), -1}};
-    // fairseq adds best_loss once a checkpoint has recorded a best (not on the first validation).
-    if (!std::isnan(prev_best)) st.push_back({"best_loss", std::min(prev_best, v.loss2), 3});
+    // fairseq adds best_<metric> once a checkpoint has recorded a best (not on the first validation).
+    if (k == 0 && !std::isnan(prev_best)) {
+      const double b = better(v.loss2, prev_best) ? v.loss2 : prev_best;
+      st.push_back(ppl_metric ? Stat{"best_ppl", std::pow(2.0, b), 2} : Stat{"best_loss", b, 3});
+    }
     progress_.print(subset, "valid on '" + subset + "' subset", st);
   }
-  return v.loss2;
+  return first;
+}
+
+// fairseq's should_stop_early: --patience validations in a row without a strictly better loss.
+bool TrainingRun::out_of_patience(double vloss) {
+  if (std::isnan(vloss) || c_.patience <= 0) return false;
+  const bool improved = c_.maximize_best_checkpoint_metric ? vloss > patience_best_ : vloss < patience_best_;
+  if (std::isnan(patience_best_) || improved) {
+    patience_best_ = vloss;
+    patience_runs_ = 0;
+    return false;
+  }
+  if (++patience_runs_ < c_.patience) return false;
+  if (world_.is_main())
+    progress_.info("fairseq_cli.train", "early stop since valid performance hasn't improved for last " +
+                                            std::to_string(c_.patience) + " runs");
+  return true;
 }
 
 // fairseq's validate_and_save: decides whether to validate and which files to write after
@@ -414,14 +467,22 @@ double TrainingRun::run_validation() {
 bool TrainingRun::validate_and_save(bool end_of_epoch) {
   const TrainConfig& c = c_;
   const int64_t n = state_.num_updates, epoch = state_.epoch;
-  const bool should_stop = c.max_update > 0 && n >= c.max_update;
-  const bool interval_save = c.save_interval_updates > 0 && n > 0 && n % c.save_interval_updates == 0;
+  bool should_stop = c.max_update > 0 && n >= c.max_update;
+  const double hours = clock_.train_wall / 3600.0;
+  const bool out_of_time = c.stop_time_hours > 0 && hours > c.stop_time_hours;
+  if (out_of_time && world_.is_main())
+    progress_.info("fairseq_cli.train", "Stopping training due to cumulative_training_time: " + python_float_repr(hours) +
+                                            " > stop_time_hours: " + python_float_repr(c.stop_time_hours) + " hour(s)");
+  should_stop = should_stop || out_of_time;
+  const bool after = n >= c.validate_after_updates;
+  const bool interval_save = c.save_interval_updates > 0 && n > 0 && n % c.save_interval_updates == 0 && after;
   const bool do_save = (end_of_epoch && epoch % c.save_interval == 0) || should_stop || interval_save;
   const bool do_validate = !c.disable_validation &&
                            ((!end_of_epoch && do_save) || (end_of_epoch && epoch % c.validate_interval == 0) ||
                             should_stop ||
-                            (c.validate_interval_updates > 0 && n > 0 && n % c.validate_interval_updates == 0));
-  if (should_stop && world_.is_main())
+                            (c.validate_interval_updates > 0 && n > 0 && n % c.validate_interval_updates == 0)) &&
+                           after;
+  if (c.max_update > 0 && n >= c.max_update && world_.is_main())
     progress_.info("fairseq_cli.train", "Stopping training due to num_updates: " + std::to_string(n) +
                                             " >= max_update: " + std::to_string(c.max_update));
   const double prev_best = state_.best_loss;
@@ -431,14 +492,17 @@ bool TrainingRun::validate_and_save(bool end_of_epoch) {
     names.push_back("checkpoint" + std::to_string(epoch) + ".pt");
   if (!end_of_epoch && interval_save)
     names.push_back("checkpoint_" + std::to_string(epoch) + "_" + std::to_string(n) + ".pt");
-  if (!std::isnan(vloss) && (std::isnan(prev_best) || vloss <= prev_best)) names.push_back("checkpoint_best.pt");
-  names.push_back("checkpoint_last.pt");
+  if (!std::isnan(vloss) && (std::isnan(prev_best) || vloss == prev_best || better(vloss, prev_best)))
+    names.push_back("checkpoint_best.pt");
+  if (!c.no_last_checkpoints) names.push_back("checkpoint_last.pt");
+  const bool early = out_of_patience(vloss);
+  should_stop = should_stop || early;
   if (end_of_epoch) {
     state_.begin_next_epoch();
     clock_.epoch_train_wall = clock_.epoch_elapsed = 0;
     epoch_t0_ = now_seconds();
   }
-  if (do_save) save(names, epoch, vloss);
+  if (do_save || should_stop) save(names, epoch, vloss);
   return should_stop;
 }
 

@@ -215,6 +215,90 @@ TEST_F(TrainCli, ResetFlagsAndFinetuneFollowFairseqNumUpdates) {
   EXPECT_EQ(count_of(lrs.err, "--reset-lr-scheduler has no effect in stretch"), 1) << lrs.err;
 }
 
+// fairseq's stopping, validation and checkpoint flags, each with its fairseq meaning.
+TEST_F(TrainCli, FairseqStoppingValidationAndCheckpointFlags) {
+  auto valid_of = [](const std::string& out, const std::string& key = "valid_loss") {
+    std::vector<std::pair<int64_t, double>> v;
+    for (const auto& j : json_lines(out))
+      if (j.contains(key))
+        v.emplace_back(j.at(key.substr(0, key.find('_')) + "_num_updates").get<int64_t>(), j.at(key).get<double>());
+    return v;
+  };
+  // --patience 2 (fairseq's should_stop_early, strict improvement) with a learning rate that
+  // makes the validation loss wander: the run stops at the validation the rule picks.
+  const RunResult p = run_stretch(with(small_args(*data_, tmp_ / "p"),
+                                       {"--max-update", "40", "--validate-interval-updates", "1", "--lr", "0.3",
+                                        "--patience", "2", "--log-full-precision", "--cpu"}));
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const auto pv = valid_of(p.out);
+  int64_t stop_at = -1, runs = 0;
+  double best = NAN;
+  for (const auto& [u, loss] : pv) {
+    if (std::isnan(best) || loss < best) best = loss, runs = 0;
+    else if (++runs >= 2) { stop_at = u; break; }
+  }
+  ASSERT_GT(stop_at, 0) << "the validation loss never stalled twice: no early stop to check\n" << p.out;
+  EXPECT_EQ(pv.back().first, stop_at);
+  EXPECT_NE(p.out.find("early stop since valid performance hasn't improved for last 2 runs"), std::string::npos);
+  EXPECT_EQ(count_of(p.err, "--cpu has no effect in stretch"), 1) << p.err;
+  // --validate-after-updates 4: the first validation at update 4; --valid-subset valid,test: both,
+  // the best only on the first; --no-last-checkpoints: interval checkpoints but no checkpoint_last.
+  const RunResult v = run_stretch(with(small_args(*data_, tmp_ / "v"),
+                                       {"--validate-interval-updates", "2", "--validate-after-updates", "4",
+                                        "--valid-subset", "valid,test", "--save-interval-updates", "3",
+                                        "--no-last-checkpoints"}));
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  const auto vv = valid_of(v.out), tv = valid_of(v.out, "test_loss");
+  ASSERT_FALSE(vv.empty());
+  EXPECT_EQ(vv.front().first, 4);
+  EXPECT_EQ(vv.size(), tv.size());
+  EXPECT_EQ(count_of(v.out, "\"test_best_loss\""), 0);
+  EXPECT_GE(count_of(v.out, "\"valid_best_loss\""), 1);
+  EXPECT_FALSE(fs::exists(tmp_ / "v/checkpoint_1_3.pt"));  // update 3 < --validate-after-updates 4
+  EXPECT_TRUE(fs::exists(tmp_ / "v/checkpoint_1_6.pt"));
+  EXPECT_FALSE(fs::exists(tmp_ / "v/checkpoint_last.pt"));
+  // --max-valid-steps: 0 scores one batch (a different loss), a large value all of them.
+  auto first_valid = [&](const std::vector<std::string>& more) {
+    const RunResult r = run_stretch(with(small_args(*data_, tmp_ / "m"), more));
+    fs::remove_all(tmp_ / "m");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const auto x = valid_of(r.out);
+    return x.empty() ? NAN : x.front().second;
+  };
+  const std::vector<std::string> one = {"--max-update", "1", "--log-full-precision"};
+  const double all = first_valid(one);
+  std::vector<std::string> big = one, zero = one;
+  big.insert(big.end(), {"--max-valid-steps", "1000"});
+  zero.insert(zero.end(), {"--max-valid-steps", "0"});
+  EXPECT_EQ(first_valid(big), all);
+  EXPECT_NE(first_valid(zero), all);
+  // --stop-time-hours: any positive budget is spent after the first update here.
+  const RunResult t = run_stretch(with(small_args(*data_, tmp_ / "t"), {"--stop-time-hours", "1e-12"}));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("Stopping training due to cumulative_training_time: "), std::string::npos) << t.out;
+  EXPECT_EQ(read_checkpoint(tmp_ / "t/checkpoint_last.pt").state.num_updates, 1);
+  // --maximize-best-checkpoint-metric: checkpoint_best holds the largest validation loss.
+  const RunResult mx = run_stretch(with(small_args(*data_, tmp_ / "mx"), {"--save-interval-updates", "1",
+                                                                         "--maximize-best-checkpoint-metric",
+                                                                         "--log-full-precision"}));
+  ASSERT_EQ(mx.exit_code, 0) << mx.err;
+  double worst = -1;
+  for (const auto& [u, loss] : valid_of(mx.out)) worst = std::max(worst, loss);
+  EXPECT_EQ(read_checkpoint(tmp_ / "mx/checkpoint_best.pt").state.best_loss, worst);
+  // --best-checkpoint-metric ppl: the line's best key follows it; an unknown metric is refused.
+  const RunResult pp = run_stretch(with(small_args(*data_, tmp_ / "pp"), {"--best-checkpoint-metric", "ppl", "--validate-interval-updates", "2"}));
+  ASSERT_EQ(pp.exit_code, 0) << pp.err;
+  EXPECT_GE(count_of(pp.out, "\"valid_best_ppl\""), 1) << pp.out;
+  const RunResult bad = run_stretch(with(small_args(*data_, tmp_ / "bad"), {"--best-checkpoint-metric", "bleu"}));
+  EXPECT_EQ(bad.exit_code, 2);
+  // --train-subset: train on another split; a missing one is an error naming it.
+  const RunResult ts = run_stretch(with(small_args(*data_, tmp_ / "ts"), {"--train-subset", "valid", "--max-update", "2"}));
+  EXPECT_EQ(ts.exit_code, 0) << ts.err;
+  const RunResult tn = run_stretch(with(small_args(*data_, tmp_ / "tn"), {"--train-subset", "nosuch"}));
+  EXPECT_NE(tn.exit_code, 0);
+  EXPECT_NE(tn.err.find("nosuch"), std::string::npos) << tn.err;
+}
+
 TEST_F(TrainCli, StopMinLrAndPerEpochLrList) {
   // fixed schedule, --lr 0.1,0.001: epoch 1 at 0.1, epoch 2 would run at 0.001 <= --stop-min-lr.
   const RunResult r = run_stretch(with(small_args(*data_, tmp_ / "ck"), {"--max-update", "0", "--lr-scheduler", "fixed",
