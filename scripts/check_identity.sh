@@ -228,12 +228,24 @@ def load(s):  # numbers stay the exact text the binary printed
 mode, d = sys.argv[1], sys.argv[2]
 out = [f"exit status {open(d + '/rc').read().strip()}"]
 if mode == "train":
+    # Since issue 16 the log is fairseq's (a logging prefix, fairseq's other lines, the epoch line
+    # after the end-of-epoch validation with more fields, valid_wpb/bsz per batch); the new binary
+    # runs with --log-full-precision, and the fields both binaries mean the same way are compared.
+    KEEP = {"epoch", "loss", "ppl", "wpb", "bsz", "num_updates", "lr", "gnorm", "clip", "valid_loss", "valid_ppl",
+            "valid_num_updates"}
     for line in open(d + "/stdout"):
         line = line.rstrip("\n")
+        i = line.find("{")
+        if i < 0:
+            continue
         try:
-            out.append(text(load(line)))
+            rec = load(line[i:])
         except ValueError:
             out.append(line)
+            continue
+        if any(k == "train_loss" for k, _ in rec):
+            continue
+        out.append(text([(k, v) for k, v in rec if k in KEEP]))
 elif mode == "eval":
     for line in open(d + "/stdout"):
         out.append(re.sub(r" in [0-9.]+s \([0-9.]+ tokens/s\)", "", line.rstrip("\n")))
@@ -318,7 +330,7 @@ for cfg in "${configs[@]}"; do
   name="${cfg%%|*}" pos="${cfg##*|}"
   opt=("${nag[@]}"); [ "$name" != "$pos" ] && opt=("${adam[@]}")
   spawn "$work/ref/$name/train" "$ref_bin" "${common[@]}" --threads 1 --pos "$pos" "${opt[@]}"
-  spawn "$work/new/$name/train" "$new_bin" "${common[@]}" --threads 1 --pos "$pos" "${opt[@]}"
+  spawn "$work/new/$name/train" "$new_bin" "${common[@]}" --threads 1 --pos "$pos" "${opt[@]}" --log-full-precision
 done
 # Not a ref/new comparison: does the result depend on the thread count? (informational)
 if [ "$quick" = 0 ] && [ "$(getconf _NPROCESSORS_ONLN)" -ge 2 ]; then

@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/config_file.h"
+#include "cli/usage_check.h"
 #include "core/error.h"
 #include "core/signals.h"
 #include "stretch/version.h"
@@ -44,6 +45,16 @@ int main(int argc, char** argv) {
     e.add(*sub, commands.back().second);
   }
 
+  // Every unknown flag and stray argument at once, in command-line order (cli/usage_check.h),
+  // before CLI11 stops at the first problem it meets.
+  if (argc > 1)
+    for (auto& [sub, run] : commands)
+      if (sub->get_name() == argv[1]) {
+        if (auto report = unknown_arguments_report(*sub, std::vector<std::string>(argv + 2, argv + argc))) {
+          std::cerr << "stretch: error: " << *report << "\n";
+          return 2;
+        }
+      }
   try {
     app.parse(argc, argv);
     // A subcommand's --config FILE: parse again with the file's values (cli/config_file.h).

@@ -57,6 +57,12 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
                "Transformer-XL-style cached evaluation for relative position methods (faster; not fairseq's protocol)");
   add_ignored_flag(sub, "--task", "stretch evaluates language_modeling data", true);
   add_ignored_flag(sub, "--softmax-batch", "the softmax runs only at scored rows, in bounded chunks", true);
+  add_ignored_flag(sub, "--cpu", "stretch always runs on the CPU", false);
+  add_ignored_flag(sub, "--num-workers", "data loading is memory-mapped in-process", true);
+  add_ignored_flag(sub, "--user-dir", "every model is built in", true);
+  add_ignored_flag(sub, "--seed", "evaluation draws nothing at random (no dropout, no sampling)", true);
+  add_ignored_flag(sub, "--quiet", "eval-lm prints only its summary (per-token scores go to --output-word-probs FILE)",
+                   false);
   run = [f] {
     apply_common_options(f->common);
     f->config.overrides = parse_model_overrides(f->overrides);

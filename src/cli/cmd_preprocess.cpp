@@ -45,6 +45,8 @@ void add_preprocess(CLI::App& sub, Runner& run) {
   sub.add_option("--dataset-impl", o->dataset_impl, "binary format (mmap only)")->capture_default_str();
   sub.add_option("-s,--source-lang", o->source_lang, "not supported (language-model data has no languages)");
   sub.add_option("-t,--target-lang", o->target_lang, "not supported (language-model data has no languages)");
+  sub.add_flag("--dict-only", o->cfg.dict_only, "only build and write dict.txt (fairseq's --dict-only)");
+  add_ignored_flag(sub, "--joined-dictionary", "language-model data (--only-source) has a single dictionary", false);
   add_ignored_flag(sub, "--seed", "preprocessing is deterministic", true);
   add_ignored_flag(sub, "--log-format", "preprocess logs plain lines", true);
   add_ignored_flag(sub, "--log-interval", "preprocess logs one line per split", true);

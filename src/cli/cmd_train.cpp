@@ -39,7 +39,7 @@ void add_train(CLI::App& sub, Runner& run) {
   auto cfg = std::make_shared<train::TrainConfig>();
   auto common = std::make_shared<CommonOptions>();
   auto model = std::make_shared<ModelFlags>();
-  auto log_format = std::make_shared<std::string>("simple");
+  auto log_format = std::make_shared<std::string>();  // unset: fairseq's default (tqdm, or simple)
   auto dump_config = std::make_shared<bool>(false);
   auto lr_text = std::make_shared<std::string>("0.25");
   auto& c = *cfg;
@@ -73,7 +73,26 @@ void add_train(CLI::App& sub, Runner& run) {
       ->transform(int_at_least(0, "0: no limit"));
   sub.add_option("--max-epoch", c.max_epoch, "stop after N epochs (0: no limit)")->transform(int_at_least(0, "0: no limit"));
   sub.add_option("--seed", c.seed)->capture_default_str();
-  sub.add_option("--valid-subset", c.valid_subset)->capture_default_str();
+  sub.add_option("--valid-subset", c.valid_subset, "validation split(s), comma separated; the first tracks the best")
+      ->capture_default_str();
+  sub.add_option("--train-subset", c.train_subset, "the training split")->capture_default_str();
+  sub.add_option("--max-valid-steps", c.max_valid_steps,
+                 "validate on the first N+1 batches (fairseq stops once the batch index exceeds N)")
+      ->transform(int_at_least(0, "batches of a validation", /*also=*/-1));
+  sub.add_option("--validate-after-updates", c.validate_after_updates,
+                 "no validation and no interval checkpoint before this update")
+      ->transform(int_at_least(0, "0: from the start"));
+  sub.add_option("--patience", c.patience,
+                 "stop after N validations in a row without a better loss (fairseq's early stopping; <= 0: off)");
+  sub.add_option("--stop-time-hours", c.stop_time_hours,
+                 "stop once the cumulative training time (kept across resumes) exceeds it (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_flag("--no-last-checkpoints", c.no_last_checkpoints, "never write checkpoint_last.pt");
+  sub.add_option("--best-checkpoint-metric", c.best_checkpoint_metric,
+                 "loss | ppl: the validation metric checkpoint_best.pt and --patience follow (they rank alike)")
+      ->check(CLI::IsMember({"loss", "ppl"}));
+  sub.add_flag("--maximize-best-checkpoint-metric", c.maximize_best_checkpoint_metric,
+               "the best checkpoint has the largest metric (fairseq's flag; for a loss this keeps the worst)");
   sub.add_option("--validate-interval", c.validate_interval, "validate every N epochs")
       ->transform(int_at_least(1, "validate every N epochs; --disable-validation turns it off"))->capture_default_str();
   sub.add_option("--validate-interval-updates", c.validate_interval_updates, "validate every N updates")
@@ -90,10 +109,21 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--keep-last-epochs", c.keep_last_epochs)->transform(int_at_least(-1, "-1: keep all"));
   sub.add_option("--keep-interval-updates", c.keep_interval_updates)->transform(int_at_least(-1, "-1: keep all"));
   sub.add_option("--restore-file", c.restore_file)->capture_default_str();
-  sub.add_flag("--reset-optimizer", c.reset_optimizer, "resume the weights but start the optimizer afresh");
-  sub.add_flag("--reset-dataloader", c.reset_dataloader, "resume the weights but start at epoch 1, batch 0");
-  sub.add_flag("--reset-meters", c.reset_meters, "resume but forget the best validation loss");
-  sub.add_option("--log-format", *log_format, "json | simple | none")->check(CLI::IsMember({"json", "simple", "none", "tqdm"}));
+  sub.add_flag("--reset-optimizer", c.reset_optimizer,
+               "restore the weights, not the optimizer state: num_updates starts at 0 (fairseq), the best loss is forgotten");
+  sub.add_flag("--reset-dataloader", c.reset_dataloader, "restore the weights but start at epoch 1, batch 0");
+  sub.add_flag("--reset-meters", c.reset_meters, "restore but forget the best validation loss and the meters");
+  sub.add_flag("--reset-lr-scheduler", c.reset_lr_scheduler,
+               "accepted; no effect: schedules are functions of the update number (--reset-optimizer restarts it)");
+  sub.add_option("--finetune-from-model", c.finetune_from_model,
+                 "on a first launch (no checkpoint_last.pt in --save-dir): start from this model's weights with the "
+                 "optimizer, lr scheduler, meters and dataloader reset");
+  sub.add_option("--log-format", *log_format,
+                 "simple | json | tqdm | none, as fairseq writes them (default: tqdm on a terminal, else simple; "
+                 "simple with --no-progress-bar)")
+      ->check(CLI::IsMember({"json", "simple", "none", "tqdm"}));
+  sub.add_flag("--log-full-precision", c.log_full_precision,
+               "stretch: JSON log values as numbers with every digit (fairseq rounds them), for exact comparisons");
   sub.add_option("--log-interval", c.log_interval)->transform(int_at_least(1, "log every N updates"))->capture_default_str();
   sub.add_flag("--no-progress-bar", c.no_progress_bar);
   sub.add_option("--max-consecutive-nan", c.max_consecutive_nan,
@@ -138,6 +168,7 @@ void add_train(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--num-workers", "data loading is memory-mapped in-process", true);
   add_ignored_flag(sub, "--distributed-world-size", "the world size comes from mpirun", true);
   add_ignored_flag(sub, "--user-dir", "every model is built in", true);
+  add_ignored_flag(sub, "--cpu", "stretch always runs on the CPU", false);
 
   run = [cfg, common, model, log_format, dump_config, lr_text] {
     apply_common_options(*common);
@@ -145,8 +176,11 @@ void add_train(CLI::App& sub, Runner& run) {
     if (c.data.empty())
       fail_usage("train: no data directory", "give it first: `stretch train data-bin/NAME ...` (or --data, or in --config)");
     c.optim.lr = optim::parse_float_list("--lr", *lr_text);
-    c.log_format = *log_format == "json" ? train::LogFormat::Json
-                   : *log_format == "none" ? train::LogFormat::None : train::LogFormat::Simple;
+    // fairseq: --log-format unset means tqdm, or simple with --no-progress-bar.
+    const std::string lf = log_format->empty() ? (c.no_progress_bar ? "simple" : "tqdm") : *log_format;
+    c.log_format = lf == "json" ? train::LogFormat::Json
+                   : lf == "none" ? train::LogFormat::None
+                   : lf == "tqdm" ? train::LogFormat::Tqdm : train::LogFormat::Simple;
     if (model->wants_help()) {
       std::cout << models::arch_table();
       return 0;

@@ -5,11 +5,12 @@
 //    and starts one thread that sigwait()s for them. No signal frame is then ever pushed on a
 //    compute thread's stack: oneDNN 2.6's JIT GEMM points the stack pointer into a heap
 //    workspace (oneDNN issue #4845, fixed by PR #4855), so a handler run there corrupts the heap.
-//  - Unarmed (preprocess, eval-lm, sweep, generate, info): a stop signal acts as it did without
+//  - Unarmed (preprocess, sweep, generate, info): a stop signal acts as it did without
 //    this module: the process dies of that signal (a shell sees 128+sig), or nothing happens if
 //    the signal was ignored when the process started (e.g. SIGINT of a `cmd &` in a script).
-//  - After arm_graceful_stop() (train): the first signal sets stop_signal(); the training loop
-//    polls it at update boundaries, saves checkpoint_last.pt and exits 128+sig. A second signal
+//  - After arm_graceful_stop() (train, eval-lm): the first signal sets stop_signal(); the training
+//    loop polls it at update boundaries, saves checkpoint_last.pt and exits 128+sig; eval-lm polls
+//    it after each forward pass and prints the partial result, exit 128+sig. A second signal
 //    exits at once with 128+sig (std::_Exit; nothing is saved).
 //  - SIGHUP, SIGQUIT and the synchronous signals (SIGSEGV, SIGFPE, ...) are left alone: they
 //    keep their default action, which runs no code in the process, so they push no frame.

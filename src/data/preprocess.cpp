@@ -205,7 +205,9 @@ PreprocessReport preprocess(const PreprocessConfig& cfg) {
   meta["dict_size"] = dict.size();
   meta["dict_hash"] = report.dict_hash;
   meta["dtype"] = dtype_code_name(dtype);
+  meta["dict_only"] = cfg.dict_only;
   for (auto& in : inputs) {
+    if (cfg.dict_only) break;  // fairseq's --dict-only: the dictionary, nothing binarized
     const auto t0 = std::chrono::steady_clock::now();
     IndexedDatasetWriter writer((stage.path() / in.name).string(), dtype);
     BinarizeStats st = binarize_file(in.file, dict, scan, writer);
@@ -241,7 +243,7 @@ PreprocessReport preprocess(const PreprocessConfig& cfg) {
     if (!f) fail_io(path, "write failed (disk full?)");
   }
   stage.commit();
-  log_info("preprocess: wrote " + dest.string() + "/ (dict.txt, " + std::to_string(inputs.size()) + " split(s), " +
+  log_info("preprocess: wrote " + dest.string() + "/ (dict.txt, " + std::to_string(cfg.dict_only ? 0 : inputs.size()) + " split(s), " +
            dtype_code_name(dtype) + " ids)");
   return report;
 }

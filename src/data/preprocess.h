@@ -28,6 +28,7 @@ struct PreprocessConfig {
   std::string testpref;             // --testpref FILE[,FILE...]
   std::string destdir = "data-bin"; // --destdir
   std::string srcdict;              // --srcdict: use this dict.txt instead of building one
+  bool dict_only = false;           // --dict-only: write dict.txt (and preprocess.json), binarize nothing
   int workers = 1;                  // --workers
   FinalizeParams finalize;          // --thresholdsrc, --nwordssrc, --padding-factor
   TokenMode mode = TokenMode::Text; // --byte-level selects TokenMode::Byte

@@ -6,11 +6,16 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <cstdlib>
 #include <iostream>
+#include <memory>
+#include <thread>
 
 #include "autograd/tape.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress_display.h"
+#include "core/signals.h"
 #include "data/eval_windows.h"
 #include "tensor/pool.h"
 #include "train/lm_data.h"
@@ -123,11 +128,17 @@ void evaluate_windows(models::LanguageModel& model, const data::TokenStream& str
     score_rows(model, hidden, scored, chunk_rows, stats);
     ++r.forward_passes;
     r.max_rows = std::max(r.max_rows, B);
+    if (o.on_progress && !o.on_progress(stats.count + stats.dropped_inf, r.total_tokens)) {
+      r.partial = true;
+      return;
+    }
   }
 }
 
 void evaluate_kv_cache(models::LanguageModel& model, const data::TokenStream& stream, int64_t L, int64_t memory,
-                       int32_t eos, int64_t chunk_rows, NllStats& stats, EvalResult& r) {
+                       const EvalOptions& o, NllStats& stats, EvalResult& r) {
+  const int32_t eos = o.eos;
+  const int64_t chunk_rows = o.score_chunk_rows;
   // A family whose positions are absolute refuses (a usage error naming the method).
   std::unique_ptr<models::SegmentState> state = model.new_segment_state(models::SegmentUse::Memory);
   const int64_t N = stream.total_tokens();
@@ -154,8 +165,19 @@ void evaluate_kv_cache(models::LanguageModel& model, const data::TokenStream& st
     const int64_t keys = state->kept();
     if (keys != last_keys || n != L) pool_release_cached();
     last_keys = keys;
+    if (o.on_progress && !o.on_progress(stats.count + stats.dropped_inf, r.total_tokens)) {
+      r.partial = true;
+      break;
+    }
   }
   r.max_rows = 1;
+}
+
+// STRETCH_TEST_EVAL_STALL_AFTER_PASS=N (tests only, docs/formats.md "Test hooks"): after forward
+// pass N, eval-lm waits for a stop signal, so a test can interrupt it at a known point.
+int64_t test_stall_after_pass() {
+  const char* v = std::getenv("STRETCH_TEST_EVAL_STALL_AFTER_PASS");
+  return v && *v ? std::strtoll(v, nullptr, 10) : -1;
 }
 
 }  // namespace
@@ -201,30 +223,33 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
   EvalResult r;
   r.tokens_per_sample = L;
   r.protocol = o.protocol;
+  r.total_tokens = stream.total_tokens();
   if (o.protocol == EvalProtocol::KvCache) {
     const int64_t memory = c > 0 ? c : L;
     r.context_window = memory;
-    evaluate_kv_cache(model, stream, L, memory, o.eos, o.score_chunk_rows, stats, r);
     r.protocol_text = "kv-cache (Transformer-XL style: segments of " + std::to_string(L) + ", memory " +
                       std::to_string(memory) + "; NOT the fairseq-eval-lm protocol)";
+    if (o.on_start) o.on_start(r);
+    evaluate_kv_cache(model, stream, L, memory, o, stats, r);
   } else {
     r.context_window = c;
-    evaluate_windows(model, stream, o, L, c, stats, r);
     r.protocol_text = c == 0 ? "non-overlapping, L = " + std::to_string(L)
                              : "sliding window, L = " + std::to_string(L) + ", context " + std::to_string(c) +
                                    " (stride " + std::to_string(L - c) + ")";
+    if (o.on_start) o.on_start(r);
+    evaluate_windows(model, stream, o, L, c, stats, r);
   }
   r.seconds = now_seconds() - t0;
   r.count = stats.count;
   r.dropped_inf = stats.dropped_inf;
-  if (stats.count == 0) fail_input("eval-lm", "no token was scored", "is the split empty?");
-  const double mean = stats.sum / stats.count;
+  if (stats.count == 0 && !r.partial) fail_input("eval-lm", "no token was scored", "is the split empty?");
+  const double mean = stats.count > 0 ? stats.sum / stats.count : 0.0;
   const double var = std::max(0.0, stats.sum_sq / stats.count - mean * mean);
   r.nll_sum = stats.sum;
   r.loss2 = mean / kLn2;
   r.ppl = std::pow(2.0, r.loss2);
   r.stderr2 = stats.count > 1 ? std::sqrt(var / (stats.count - 1)) / kLn2 : 0.0;
-  r.tokens_per_second = stats.count / std::max(r.seconds, 1e-9);
+  r.tokens_per_second = static_cast<double>(stats.count) / std::max(r.seconds, 1e-9);
   if (dump.is_open()) {
     dump.close();
     if (!dump) fail_io(o.word_probs_path, "write failed (disk full?)");
@@ -308,6 +333,25 @@ int run_eval_lm(const EvalLmConfig& cfg) {
   EvalOptions o = cfg.options;
   o.pad = data.pad;
   o.eos = data.eos;
+  // The header at once; then a bar (terminal) or a line per tenth on stderr; SIGINT/SIGTERM stop
+  // after the forward pass in flight with the partial result (exit 128+sig; a second one: at once).
+  arm_graceful_stop();
+  std::unique_ptr<ProgressDisplay> display;
+  o.on_start = [&](const EvalResult& r) {
+    std::printf("stretch | eval-lm | %s | %s\n", cfg.gen_subset.c_str(), r.protocol_text.c_str());
+    std::fflush(stdout);
+    display = std::make_unique<ProgressDisplay>("eval-lm " + cfg.gen_subset, r.total_tokens, "tokens");
+  };
+  int64_t passes = 0;
+  const int64_t stall_after = test_stall_after_pass();
+  o.on_progress = [&](int64_t scored, int64_t /*total*/) {
+    display->update(scored);
+    if (++passes == stall_after) {
+      std::fprintf(stderr, "stretch-test: eval stalled after pass %lld\n", static_cast<long long>(passes));
+      while (stop_signal() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return stop_signal() == 0;
+  };
   EvalResult r;
   try {
     r = evaluate(*model, *stream, o);
@@ -315,7 +359,23 @@ int run_eval_lm(const EvalLmConfig& cfg) {
     if (e.kind() != ErrorKind::Numeric) throw;
     throw Error(e.kind(), cfg.path + " on split '" + cfg.gen_subset + "': " + e.what());
   }
-  std::printf("stretch | eval-lm | %s | %s\n", cfg.gen_subset.c_str(), r.protocol_text.c_str());
+  if (display) display->finish();
+  if (r.partial) {
+    // The partial result, then a non-zero exit; no file claims to hold the whole split.
+    const int sig = stop_signal();
+    log_warning("eval-lm: stopped by signal " + std::to_string(sig) + " after " + std::to_string(r.count) + " of " +
+                std::to_string(r.total_tokens) + " tokens; the result below is partial" +
+                (cfg.results_json.empty() ? "" : " (--results-json not written)") +
+                (o.word_probs_path.empty() ? "" : " (--output-word-probs file removed)"));
+    if (!o.word_probs_path.empty()) std::remove(o.word_probs_path.c_str());
+    std::printf("Partial result (interrupted): %lld of %lld tokens\n", static_cast<long long>(r.count),
+                static_cast<long long>(r.total_tokens));
+    std::printf("Evaluated %lld tokens in %.1fs (%.2f tokens/s)\n", static_cast<long long>(r.count), r.seconds,
+                r.tokens_per_second);
+    if (r.count > 0) std::printf("Loss (base 2): %.4f, Perplexity: %.2f\n", r.loss2, r.ppl);
+    std::fflush(stdout);
+    return 128 + sig;
+  }
   std::printf("Evaluated %lld tokens in %.1fs (%.2f tokens/s)\n", static_cast<long long>(r.count), r.seconds,
               r.tokens_per_second);
   std::printf("Loss (base 2): %.4f, Perplexity: %.2f\n", r.loss2, r.ppl);

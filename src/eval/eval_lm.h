@@ -18,6 +18,7 @@
 // evaluation with one window holding the whole stream (tests/eval/test_eval_lm.cpp).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -47,6 +48,11 @@ struct EvalOptions {
   int32_t pad = 1, eos = 2;
   std::string word_probs_path = ""; // per-token NLL dump (TSV: offset, target id, nll nats)
   int64_t score_chunk_rows = 0;    // rows projected to logits at once (0: kScoreChunkBytes of logits)
+  // Called once the protocol is known, before anything is scored (eval-lm prints its header).
+  std::function<void(const struct EvalResult&)> on_start{};
+  // Called after each forward pass with the targets scored so far (of the stream's total);
+  // returning false stops there: evaluate() returns the partial result (EvalResult::partial).
+  std::function<bool(int64_t scored, int64_t total)> on_progress{};
 };
 
 struct EvalResult {
@@ -64,6 +70,8 @@ struct EvalResult {
   int64_t max_rows = 0;           // most windows in one forward pass
   EvalProtocol protocol = EvalProtocol::Windows;
   std::string protocol_text;      // description for the output
+  int64_t total_tokens = 0;       // targets in the stream (count + dropped_inf when complete)
+  bool partial = false;           // stopped early by on_progress: the numbers cover `count` targets
 };
 
 // Evaluates `model` on `stream`. Errors (e.g. learned positions past their table) are thrown.

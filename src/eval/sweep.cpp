@@ -3,9 +3,11 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress_display.h"
 #include "eval/sweep_report.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
@@ -53,8 +55,19 @@ int run_sweep(const SweepConfig& cfg) {
           scaled = load_eval_model(cfg.paths[i],
                                    alibi_interpolation_overrides(cfg.paths[i], model_config, nlohmann::json::object(), L),
                                    nullptr);
+        // Each cell's progress as eval-lm shows it (a bar on a terminal, a line per tenth otherwise).
+        std::unique_ptr<ProgressDisplay> display;
+        o.on_start = [&](const EvalResult& r) {
+          display = std::make_unique<ProgressDisplay>("sweep " + row.label + " L=" + std::to_string(L),
+                                                      r.total_tokens, "tokens");
+        };
+        o.on_progress = [&](int64_t scored, int64_t) {
+          display->update(scored);
+          return true;
+        };
         try {
           EvalResult r = evaluate(scaled ? *scaled : *model, *stream, o);
+          display.reset();
           cell.ppl = r.ppl;
           cell.loss2 = r.loss2;
           cell.tokens = r.count;
@@ -85,7 +98,7 @@ int run_sweep(const SweepConfig& cfg) {
   const std::string prefix = (std::filesystem::path(cfg.results_dir) / "sweep").string();
   write_sweep_csv(prefix + ".csv", rows);
   write_sweep_json(prefix + ".json", rows, protocol);
-  bool plotted = plot_sweep(prefix, rows, cfg.title);
+  bool plotted = plot_sweep(prefix, rows, cfg.title, "perplexity on the '" + cfg.gen_subset + "' split, " + protocol);
   std::cout << "wrote " << prefix << ".csv, " << prefix << ".json" << (plotted ? ", " + prefix + ".png, " + prefix + ".svg" : "")
             << "\n";
   return 0;

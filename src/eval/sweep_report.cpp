@@ -105,7 +105,66 @@ void write_sweep_json(const std::string& path, const std::vector<SweepRow>& rows
   write_file(path, j.dump(2) + "\n");
 }
 
-bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, const std::string& title) {
+// gnuplot's double-quoted string: backslash escapes, so the title can have two lines.
+static std::string gp_dquote(const std::string& v) {
+  std::string out = "\"";
+  for (char ch : v) {
+    if (ch == '\\' || ch == '"') out += '\\', out += ch;
+    else if (ch == '\n') out += "\\n";
+    else out += ch;
+  }
+  return out + "\"";
+}
+
+std::string sweep_plot_script(const std::vector<SweepRow>& rows, const std::string& title, const std::string& subtitle,
+                              const std::string& data_path, const std::vector<size_t>& plotted) {
+  double ymin = INFINITY, ymax = 0;
+  int64_t xmin = 0, xmax = 0;
+  auto widen = [&](int64_t x) {
+    if (x <= 0) return;
+    xmin = xmin == 0 ? x : std::min(xmin, x);
+    xmax = std::max(xmax, x);
+  };
+  for (const auto& r : rows) {
+    widen(r.train_length);
+    for (const auto& c : r.cells) {
+      widen(c.length);
+      if (!std::isnan(c.ppl)) ymin = std::min(ymin, c.ppl), ymax = std::max(ymax, c.ppl);
+    }
+  }
+  std::ostringstream gp;
+  // Two lines: the user's title, then what was measured (split and protocol).
+  gp << "set title " << gp_dquote(subtitle.empty() ? title : title + "\n" + subtitle) << "\n"
+     << "set xlabel 'evaluation length (tokens, log scale)'\nset ylabel 'perplexity'\n"
+     << "set logscale x 2\nset grid\nset key below box\nset bmargin 6\nset tmargin 5\n";
+  // The x range leaves a third of an octave on each side, so a training length equal to the
+  // smallest (or largest) evaluated length is a visible line inside the frame, not its border.
+  if (xmin > 0) {
+    const double pad = std::pow(2.0, 1.0 / 3.0);
+    gp << "set xrange [" << static_cast<double>(xmin) / pad << ":" << static_cast<double>(xmax) * pad << "]\n";
+  }
+  if (ymax > 4 * ymin) gp << "set logscale y\n";
+  // Each training length once: a dashed line across the plot, its label above the frame (in the
+  // top margin), where it covers no point whatever the curves do.
+  std::vector<int64_t> marked;
+  for (const auto& r : rows)
+    if (r.train_length > 0 && std::find(marked.begin(), marked.end(), r.train_length) == marked.end()) {
+      marked.push_back(r.train_length);
+      gp << "set arrow from " << r.train_length << ", graph 0 to " << r.train_length
+         << ", graph 1 nohead dashtype 2 lw 1.5 lc rgb 'gray40'\n"
+         << "set label 'train L=" << r.train_length << "' at " << r.train_length
+         << ", graph 1 center offset 0,0.7 textcolor rgb 'gray40'\n";
+    }
+  gp << "plot ";
+  for (size_t k = 0; k < plotted.size(); ++k)
+    gp << (k ? ", " : "") << gp_quote(data_path) << " index " << k << " with linespoints lw 2 pt 7 title "
+       << gp_quote(rows[plotted[k]].label);
+  gp << "\n";
+  return gp.str();
+}
+
+bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, const std::string& title,
+                const std::string& subtitle) {
   if (run_shell("command -v gnuplot >/dev/null 2>&1") != 0) {
     log_warning("gnuplot not found: no plot written (scripts/setup.sh installs gnuplot-nox)");
     return false;
@@ -131,31 +190,8 @@ bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, co
     std::remove(data_path.c_str());
     return false;
   }
-  double ymin = INFINITY, ymax = 0;
-  for (const auto& r : rows)
-    for (const auto& c : r.cells)
-      if (!std::isnan(c.ppl)) ymin = std::min(ymin, c.ppl), ymax = std::max(ymax, c.ppl);
   std::ostringstream gp;
-  gp << "set title " << gp_quote(title) << "\n"
-     << "set xlabel 'evaluation length (tokens, log scale)'\nset ylabel 'perplexity'\n"
-     << "set logscale x 2\nset grid\nset key below box\nset bmargin 6\n";
-  if (ymax > 4 * ymin) gp << "set logscale y\n";
-  // Each training length once: a dashed line and its label near the top (at the training length
-  // the curves are usually at their lowest, so the bottom is where they are).
-  std::vector<int64_t> marked;
-  for (const auto& r : rows)
-    if (r.train_length > 0 && std::find(marked.begin(), marked.end(), r.train_length) == marked.end()) {
-      marked.push_back(r.train_length);
-      gp << "set arrow from " << r.train_length << ", graph 0 to " << r.train_length
-         << ", graph 1 nohead dashtype 2 lw 1.5 lc rgb 'gray40'\n"
-         << "set label 'train L=" << r.train_length << "' at " << r.train_length
-         << ", graph 0.95 left offset 0.5,0 textcolor rgb 'gray40'\n";
-    }
-  gp << "plot ";
-  for (size_t k = 0; k < plotted.size(); ++k)
-    gp << (k ? ", " : "") << gp_quote(data_path) << " index " << k << " with linespoints lw 2 pt 7 title "
-       << gp_quote(rows[plotted[k]].label);
-  gp << "\n";
+  gp << sweep_plot_script(rows, title, subtitle, data_path, plotted);
   // Each file is drawn into a temporary name and renamed into place, so a failed gnuplot run
   // leaves no broken image. PNG: pngcairo (antialiased), else libgd's png terminal; both are
   // in Debian's gnuplot-nox.

@@ -28,6 +28,13 @@ std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<
 void write_sweep_csv(const std::string& path, const std::vector<SweepRow>& rows);
 void write_sweep_json(const std::string& path, const std::vector<SweepRow>& rows, const std::string& protocol);
 // Writes <prefix>.png and <prefix>.svg; returns false (with a warning) if gnuplot is missing.
-bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, const std::string& title);
+// `subtitle` (the title's second line) says what was measured, e.g. "valid split, non-overlapping".
+bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, const std::string& title,
+                const std::string& subtitle);
+// The gnuplot commands plot_sweep runs (after `set terminal`/`set output`): title and subtitle,
+// an x range padded by a third of an octave on each side, a dashed line at each training length
+// with its label above the frame, one line per row in `plotted` (data blocks of `data_path`).
+std::string sweep_plot_script(const std::vector<SweepRow>& rows, const std::string& title, const std::string& subtitle,
+                              const std::string& data_path, const std::vector<size_t>& plotted);
 
 }  // namespace stretch::eval

@@ -14,7 +14,31 @@ nlohmann::json TrainState::to_json() const {
           {"best_loss", std::isnan(best_loss) ? nlohmann::json(nullptr) : nlohmann::json(best_loss)},
           {"epoch_loss_sum", epoch_loss_sum},
           {"epoch_ntokens", epoch_ntokens},
+          {"epoch_nsentences", epoch_nsentences},
+          {"epoch_gnorm_sum", epoch_gnorm_sum},
+          {"epoch_clip_count", epoch_clip_count},
+          {"epoch_updates", epoch_updates},
           {"seed", seed}};
+}
+
+void TrainState::begin_next_epoch() {
+  epoch += 1;
+  next_batch = 0;
+  epoch_loss_sum = epoch_ntokens = epoch_nsentences = epoch_gnorm_sum = epoch_clip_count = 0;
+  epoch_updates = 0;
+}
+
+nlohmann::json TrainClock::to_json() const {
+  return {{"train_wall", train_wall}, {"epoch_train_wall", epoch_train_wall}, {"epoch_elapsed", epoch_elapsed}};
+}
+
+TrainClock TrainClock::from_json(const nlohmann::json& j) {
+  TrainClock c;
+  if (!j.is_object()) return c;
+  c.train_wall = j.value("train_wall", 0.0);
+  c.epoch_train_wall = j.value("epoch_train_wall", 0.0);
+  c.epoch_elapsed = j.value("epoch_elapsed", 0.0);
+  return c;
 }
 
 TrainState TrainState::from_json(const nlohmann::json& j, const std::string& source) {
@@ -26,6 +50,10 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& sou
     s.best_loss = j.at("best_loss").is_null() ? NAN : j.at("best_loss").get<double>();
     s.epoch_loss_sum = j.at("epoch_loss_sum").get<double>();
     s.epoch_ntokens = j.at("epoch_ntokens").get<double>();
+    s.epoch_nsentences = j.value("epoch_nsentences", 0.0);
+    s.epoch_gnorm_sum = j.value("epoch_gnorm_sum", 0.0);
+    s.epoch_clip_count = j.value("epoch_clip_count", 0.0);
+    s.epoch_updates = j.value("epoch_updates", int64_t{0});
     s.seed = j.at("seed").get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {
     fail_input(source, std::string("train_state in the metadata is incomplete: ") + e.what(),
@@ -52,6 +80,7 @@ void save_checkpoint(const std::string& path, const models::LanguageModel& model
     for (auto& [name, t] : what.segment->save()) w.extra_tensors.emplace_back("segment." + name, t);
   w.extra_meta["train_state"] = what.state.to_json().dump();
   w.extra_meta["optimizer"] = opt_scalars.dump();
+  w.extra_meta["train_clock"] = what.clock.to_json().dump();
   models::write_model_file(path, model, w);
 }
 
@@ -68,6 +97,8 @@ CheckpointContents read_checkpoint(const std::string& path) {
   try {
     c.state = TrainState::from_json(nlohmann::json::parse(meta("train_state")), path);
     c.optimizer_scalars = nlohmann::json::parse(meta("optimizer"));
+    if (auto it = c.file.metadata.find("train_clock"); it != c.file.metadata.end())
+      c.clock = TrainClock::from_json(nlohmann::json::parse(it->second));
   } catch (const nlohmann::json::exception& e) {
     fail_input(path, std::string("corrupt checkpoint metadata: ") + e.what(), "restore an earlier checkpoint");
   }

@@ -1,8 +1,8 @@
 // train/checkpoint.h — training checkpoints: a model file (models/model_file.h: weights,
 // config, dictionary) plus the training state — the optimizer state as tensors named
 // "optimizer.<param>.<slot>", the family's segment state as "segment.<name>", and in
-// __metadata__: "format" ("stretch-checkpoint-1"), "train_state" (train/train_state.h) and
-// "optimizer" (scalar state as JSON); "config" holds the whole effective config (model keys at
+// __metadata__: "format" ("stretch-checkpoint-1"), "train_state" (train/train_state.h),
+// "train_clock" (time spent, train/train_state.h) and "optimizer" (scalar state as JSON); "config" holds the whole effective config (model keys at
 // the top level, the trainer's groups beside them). Files keep fairseq's names
 // (checkpoint_last.pt, checkpoint_best.pt, checkpointN.pt, checkpoint_E_U.pt) so fairseq commands
 // run unchanged; their content is safetensors, which Python's safetensors.safe_open reads.
@@ -23,6 +23,7 @@ namespace stretch::train {
 
 struct CheckpointContents : models::ModelFile {
   TrainState state;
+  TrainClock clock;  // "train_clock" (absent in older files: zeros)
   nlohmann::json optimizer_scalars;
 };
 
@@ -31,6 +32,7 @@ struct CheckpointSave {
   std::string dict_hash{};
   std::string dictionary{};                          // dict.txt text
   TrainState state{};
+  TrainClock clock{};
   const optim::Optimizer* optimizer = nullptr;
   const models::SegmentState* segment = nullptr;     // the family's training memory, if any
 };

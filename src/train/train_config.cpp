@@ -2,6 +2,16 @@
 
 namespace stretch::train {
 
+const char* log_format_name(LogFormat f) {
+  switch (f) {
+    case LogFormat::Simple: return "simple";
+    case LogFormat::Json: return "json";
+    case LogFormat::None: return "none";
+    case LogFormat::Tqdm: return "tqdm";
+  }
+  return "?";
+}
+
 nlohmann::json TrainConfig::to_json() const {
   const auto& o = optim;
   return {{"task",
@@ -17,6 +27,9 @@ nlohmann::json TrainConfig::to_json() const {
             {"max_tokens_valid", max_tokens_valid},
             {"batch_size_valid", batch_size_valid},
             {"valid_subset", valid_subset},
+            {"train_subset", train_subset},
+            {"max_valid_steps", max_valid_steps},
+            {"validate_after_updates", validate_after_updates},
             {"validate_interval", validate_interval},
             {"validate_interval_updates", validate_interval_updates},
             {"disable_validation", disable_validation},
@@ -27,7 +40,8 @@ nlohmann::json TrainConfig::to_json() const {
             {"update_freq", update_freq},
             {"clip_norm", o.clip_norm},
             {"lr", o.lr.size() == 1 ? nlohmann::json(o.lr[0]) : nlohmann::json(o.lr)},
-            {"stop_min_lr", o.stop_min_lr}}},
+            {"stop_min_lr", o.stop_min_lr},
+            {"stop_time_hours", stop_time_hours}}},
           {"optimizer",
            {{"_name", optim::optimizer_kind_name(o.optimizer)},
             {"momentum", o.momentum},
@@ -59,10 +73,17 @@ nlohmann::json TrainConfig::to_json() const {
             {"restore_file", restore_file},
             {"reset_optimizer", reset_optimizer},
             {"reset_dataloader", reset_dataloader},
-            {"reset_meters", reset_meters}}},
+            {"reset_meters", reset_meters},
+            {"reset_lr_scheduler", reset_lr_scheduler},
+            {"no_last_checkpoints", no_last_checkpoints},
+            {"patience", patience},
+            {"best_checkpoint_metric", best_checkpoint_metric},
+            {"maximize_best_checkpoint_metric", maximize_best_checkpoint_metric},
+            {"finetune_from_model", finetune_from_model}}},
           {"common",
-           {{"log_format", log_format == LogFormat::Json ? "json" : log_format == LogFormat::None ? "none" : "simple"},
+           {{"log_format", log_format_name(log_format)},
             {"log_interval", log_interval},
+            {"log_full_precision", log_full_precision},
             {"max_consecutive_nan", max_consecutive_nan}}},
           {"model", model}};
 }

@@ -13,7 +13,10 @@
 
 namespace stretch::train {
 
-enum class LogFormat : uint8_t { Simple, Json, None };
+// --log-format; fairseq's default is tqdm (simple with --no-progress-bar; tqdm falls back to
+// simple when stderr is not a terminal).
+enum class LogFormat : uint8_t { Simple, Json, None, Tqdm };
+const char* log_format_name(LogFormat f);
 
 struct OptimSettings {
   optim::OptimizerKind optimizer = optim::OptimizerKind::Nag;  // --optimizer (optim/optimizer.h names)
@@ -53,7 +56,15 @@ struct TrainConfig {
   int64_t max_update = 0;
   int64_t max_epoch = 0;
   uint64_t seed = 1;
-  std::string valid_subset = "valid";
+  std::string valid_subset = "valid";     // one split or several, comma separated (the first tracks the best)
+  std::string train_subset = "train";
+  int64_t max_valid_steps = -1;           // fairseq: stop validating once the batch index exceeds it (-1: all)
+  int64_t validate_after_updates = 0;     // no validation (and no interval save) before this update
+  int64_t patience = -1;                  // stop after this many validations without improvement (<= 0: off)
+  double stop_time_hours = 0;             // stop once the cumulative training time exceeds it (0: off)
+  bool no_last_checkpoints = false;       // never write checkpoint_last.pt
+  std::string best_checkpoint_metric = "loss";  // loss | ppl (the same ranking here)
+  bool maximize_best_checkpoint_metric = false;
   int64_t validate_interval = 1;          // epochs
   int64_t validate_interval_updates = 0;
   bool disable_validation = false;
@@ -67,9 +78,12 @@ struct TrainConfig {
   std::string restore_file = "checkpoint_last.pt";  // fairseq: this name is looked up in save_dir
   bool reset_optimizer = false;
   bool reset_dataloader = false;          // resume at epoch 1, batch 0
-  bool reset_meters = false;              // forget the best validation loss
-  LogFormat log_format = LogFormat::Simple;
+  bool reset_meters = false;              // forget the best validation loss and the meters
+  bool reset_lr_scheduler = false;        // no effect: schedules are functions of the update number
+  std::string finetune_from_model{};      // --restore-file with all four resets, on a first launch
+  LogFormat log_format = LogFormat::Tqdm;
   int64_t log_interval = 100;
+  bool log_full_precision = false;        // stretch: JSON log values as numbers with every digit
   bool no_progress_bar = false;
   int64_t max_consecutive_nan = 10;       // stop after this many skipped non-finite updates in a row
   bool skip_invalid_size_inputs_valid_test = false;

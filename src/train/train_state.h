@@ -18,10 +18,27 @@ struct TrainState {
   double best_loss = NAN;        // best validation loss (base 2) so far; NaN: none yet
   double epoch_loss_sum = 0;     // Σ NLL (nats) of this epoch's applied updates: the epoch's "train" log line
   double epoch_ntokens = 0;      // Σ non-pad targets of those updates
+  double epoch_nsentences = 0;   // Σ blocks (bsz), Σ gradient norms, clipped updates and updates of the
+  double epoch_gnorm_sum = 0;    // epoch, for the rest of fairseq's end-of-epoch line (absent in files
+  double epoch_clip_count = 0;   // written before them: read as 0)
+  int64_t epoch_updates = 0;
   uint64_t seed = 1;             // --seed the run started with (a resume with another seed is refused)
+  // Moves to the start of the next epoch (batch 0, epoch sums cleared).
+  void begin_next_epoch();
   nlohmann::json to_json() const;
   // Errors name `source` (the checkpoint path) and the bad key.
   static TrainState from_json(const nlohmann::json& j, const std::string& source);
+};
+
+// Time spent so far, which an uninterrupted run and a resumed one do not share bit for bit, so it
+// is kept out of train_state (whose equality the resume tests check) in its own metadata key
+// "train_clock". fairseq keeps these in its checkpoint's meters: train_wall continues across a resume.
+struct TrainClock {
+  double train_wall = 0;        // seconds inside updates over the whole run (fairseq's cumulative_training_time)
+  double epoch_train_wall = 0;  // the same within the epoch in progress (the "train" line's train_wall)
+  double epoch_elapsed = 0;     // wall seconds of the epoch in progress (its wps and ups)
+  nlohmann::json to_json() const;
+  static TrainClock from_json(const nlohmann::json& j);  // missing keys: 0
 };
 
 }  // namespace stretch::train

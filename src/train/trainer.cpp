@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -47,16 +48,20 @@ struct ValidResult {
   double loss2 = 0;
   int64_t ntokens = 0;
   int64_t nsentences = 0;
+  double batches = 0;  // per process (the mean over processes): wpb and bsz are per batch, as fairseq's
   double seconds = 0;
 };
 
-ValidResult validate(models::LanguageModel& model, LmSplit& split, const dist::World& world) {
+// max_steps >= 0: fairseq's --max-valid-steps, which stops once the batch index exceeds it (so
+// max_steps + 1 batches are scored, as in fairseq_cli/train.py's validate).
+ValidResult validate(models::LanguageModel& model, LmSplit& split, const dist::World& world, int64_t max_steps) {
   autograd::NoGradGuard no_grad;
   const double t0 = now_seconds();
-  double sums[3] = {0, 0, 0};  // nats, tokens, sentences
+  double sums[4] = {0, 0, 0, 0};  // nats, tokens, sentences, batches
   split.set_epoch(1);
   const int32_t pad = model.info().padding_idx;
   for (int64_t i = 0; i < split.num_batches(); ++i) {
+    if (max_steps >= 0 && i > max_steps) break;
     LmBatch b = split.batch(i);
     if (!b.src.defined()) continue;
     Var hidden = model.features(b.src, {.mode = models::Mode::Eval});
@@ -64,10 +69,36 @@ ValidResult validate(models::LanguageModel& model, LmSplit& split, const dist::W
     sums[0] += loss.loss.value().f32()[0];
     sums[1] += static_cast<double>(loss.ntokens);
     sums[2] += static_cast<double>(b.src.dim(0));
+    sums[3] += 1;
   }
-  world.allreduce_sum(sums, 3);
+  world.allreduce_sum(sums, 4);
   return {sums[1] > 0 ? sums[0] / sums[1] / kLn2 : 0.0, static_cast<int64_t>(sums[1]), static_cast<int64_t>(sums[2]),
-          now_seconds() - t0};
+          sums[3] / world.size(), now_seconds() - t0};
+}
+
+std::vector<std::string> split_subsets(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = list.find(',', start);
+    const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty())
+      fail_usage("--valid-subset '" + list + "': an empty split name", "give split names separated by commas, e.g. valid,test");
+    out.push_back(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// 1234567 -> "1,234,567" (Python's "{:,}").
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 std::string read_text_file(const std::string& path) {
@@ -125,7 +156,31 @@ void publish_copy(const std::string& from, const std::string& to) {
 
 // Which checkpoint the run resumes from (fairseq's --restore-file): the default name lives in
 // --save-dir and may be absent (a fresh run); any other name must exist.
-std::string restore_path(const TrainConfig& c) {
+// --finetune-from-model F (fairseq's checkpoint_utils.load_checkpoint): only on a first launch,
+// i.e. while --save-dir has no checkpoint_last.pt, it is --restore-file F with the optimizer, lr
+// scheduler, meters and dataloader reset; later launches resume checkpoint_last.pt as usual.
+std::string restore_path(TrainConfig& c) {
+  if (!c.finetune_from_model.empty()) {
+    if (c.restore_file != kDefaultRestoreFile)
+      fail_usage("--finetune-from-model and --restore-file " + c.restore_file + " can not be given together",
+                 "give one of them (as in fairseq)");
+    if (c.reset_optimizer || c.reset_lr_scheduler || c.reset_meters || c.reset_dataloader)
+      fail_usage("--finetune-from-model can not be given together with --reset-optimizer, --reset-lr-scheduler, "
+                 "--reset-meters or --reset-dataloader",
+                 "--finetune-from-model resets all four itself (as in fairseq)");
+    const std::string last = ckpt_path(c, kDefaultRestoreFile);
+    if (fs::exists(last)) {
+      log_info("--finetune-from-model " + c.finetune_from_model + " is not used: " + last +
+               " exists, so this launch resumes it (as fairseq does)");
+      return last;
+    }
+    if (!fs::exists(c.finetune_from_model))
+      fail_input(c.finetune_from_model, "--finetune-from-model not found", "give the path of a model file or checkpoint");
+    c.reset_optimizer = c.reset_lr_scheduler = c.reset_meters = c.reset_dataloader = true;
+    fairseq_log("fairseq.checkpoint_utils", "loading pretrained model from " + c.finetune_from_model +
+                                                ": optimizer, lr scheduler, meters, dataloader will be reset");
+    return c.finetune_from_model;
+  }
   if (c.restore_file == kDefaultRestoreFile) {
     const std::string p = ckpt_path(c, kDefaultRestoreFile);
     return fs::exists(p) ? p : std::string();
@@ -144,18 +199,27 @@ class TrainingRun {
 
  private:
   void resume(const std::string& from);
-  void save(const std::vector<std::string>& names);
+  // Writes the checkpoint under `names` (the first written, the others linked); `epoch` and `score`
+  // (the validation loss, NaN: none) for the log line.
+  void save(const std::vector<std::string>& names, int64_t epoch, double score);
   double run_validation();
   bool validate_and_save(bool end_of_epoch);
-  void after_update(const UpdateResult& r, int64_t nb);
+  bool out_of_patience(double vloss);
+  // The best-checkpoint comparison (fairseq's is_better without ties: the metric ranks as the loss).
+  bool better(double a, double b) const { return c_.maximize_best_checkpoint_metric ? a > b : a < b; }
+  void after_update(const UpdateResult& r, double step_seconds, int64_t done);
   int stop_requested();
-  void end_of_epoch_log();
+  Stats epoch_stats() const;
+  void print_epoch_summary(const Stats& stats);
   double lr_now() const { return scheduler_->lr_at_epoch(state_.num_updates, state_.epoch); }
 
   TrainConfig c_;
   const dist::World& world_;
   LmData data_;
-  std::unique_ptr<LmSplit> train_split_, valid_split_;
+  std::unique_ptr<LmSplit> train_split_;
+  std::vector<std::pair<std::string, std::unique_ptr<LmSplit>>> valid_splits_;  // --valid-subset a,b
+  double patience_best_ = NAN;  // fairseq's should_stop_early: best validation loss of this process
+  int64_t patience_runs_ = 0;   // validations since it improved
   std::unique_ptr<models::LanguageModel> model_;
   std::unique_ptr<models::SegmentState> segment_;
   std::string dictionary_text_;
@@ -163,13 +227,18 @@ class TrainingRun {
   std::unique_ptr<optim::LrSchedule> scheduler_;
   TrainState state_;
   nlohmann::json config_json_;
+  TrainClock clock_;
   Progress progress_;
-  double t_start_ = 0;
+  double t_start_ = 0, epoch_t0_ = 0;  // this process's start of training and of the epoch in progress
   int64_t nan_in_a_row_ = 0, save_count_ = 0;
-  // Running sums for the log interval.
-  double log_loss_ = 0, log_tokens_ = 0, log_gnorm_ = 0, log_clip_ = 0, log_bsz_ = 0, log_t0_ = 0;
+  // Running sums for the log interval (fairseq's "train_inner" meters).
+  double log_loss_ = 0, log_tokens_ = 0, log_gnorm_ = 0, log_clip_ = 0, log_bsz_ = 0, log_t0_ = 0, log_train_wall_ = 0;
   int64_t log_updates_ = 0;
 };
+
+// The groups of --update-freq batches of an epoch of `nb` batches (fairseq's GroupedIterator length),
+// and how many of them `next_batch` has consumed.
+int64_t groups_of(int64_t batches, int64_t update_freq) { return (batches + update_freq - 1) / update_freq; }
 
 void check_run_flags(const TrainConfig& c) {
   if (c.max_tokens <= 0 && c.batch_size <= 0)
@@ -185,7 +254,7 @@ void check_run_flags(const TrainConfig& c) {
 }
 
 TrainingRun::TrainingRun(TrainConfig config)
-    : c_(std::move(config)), world_(dist::World::get()), progress_(c_.log_format, !c_.no_progress_bar) {
+    : c_(std::move(config)), world_(dist::World::get()), progress_(c_.log_format, c_.log_interval, c_.log_full_precision) {
   const TrainConfig& c = c_;
   data_ = open_lm_data(c.data);
   c_.model["vocab_size"] = data_.vocab_size;
@@ -199,13 +268,14 @@ TrainingRun::TrainingRun(TrainConfig config)
                             .shuffle = true,
                             .shard_rank = world_.rank(),
                             .shard_count = world_.size()};
-  train_split_ = open_lm_split(c.data, "train", data_, train_opts);
+  train_split_ = open_lm_split(c.data, c.train_subset, data_, train_opts);
   if (!c.disable_validation) {
     LmSplitOptions vo = train_opts;
     vo.shuffle = false;
     if (c.max_tokens_valid > 0) vo.max_tokens = c.max_tokens_valid;
     if (c.batch_size_valid > 0) vo.batch_size = c.batch_size_valid;
-    valid_split_ = open_lm_split(c.data, c.valid_subset, data_, vo);
+    for (const std::string& subset : split_subsets(c.valid_subset))
+      valid_splits_.emplace_back(subset, open_lm_split(c.data, subset, data_, vo));
   }
   model_ = models::build_model(c.model);
   model_->init(c.seed);
@@ -215,7 +285,24 @@ TrainingRun::TrainingRun(TrainConfig config)
   scheduler_ = make_scheduler(c.optim, c.max_update);
   state_.seed = c.seed;
   config_json_ = c.to_json();
-  if (const std::string from = restore_path(c); !from.empty()) resume(from);
+  if (world_.is_main()) {
+    // What fairseq_cli/train.py logs at the start: the configuration, the model, the devices.
+    fairseq_log("fairseq_cli.train", config_json_.dump());
+    fairseq_log("fairseq_cli.train", "task: LanguageModelingTask");
+    fairseq_log("fairseq_cli.train", "model: " + model_->info().summary);
+    fairseq_log("fairseq_cli.train", "num. shared model params: " + with_commas(model_->params().numel()) +
+                                         " (num. trained: " + with_commas(model_->params().numel()) + ")");
+    fairseq_log("fairseq_cli.train", "training on " + std::to_string(world_.size()) + " devices (CPU processes)");
+    fairseq_log("fairseq_cli.train",
+                "max tokens per device = " + (c.max_tokens > 0 ? std::to_string(c.max_tokens) : std::string("None")) +
+                    " and max sentences per device = " +
+                    (c.batch_size > 0 ? std::to_string(c.batch_size) : std::string("None")));
+  }
+  if (const std::string from = restore_path(c_); !from.empty()) {
+    resume(from);
+  } else if (world_.is_main()) {
+    fairseq_log("fairseq.trainer", "No existing checkpoint found " + ckpt_path(c, kDefaultRestoreFile));
+  }
   if (world_.is_main() && ops::matmul_precision() == ops::GemmPrecision::Bf16)
     log_info("bf16 matrix products (fp32 accumulation); weights, optimizer state and checkpoints in fp32");
   if (world_.is_main())
@@ -227,7 +314,14 @@ void TrainingRun::resume(const std::string& from) {
   const TrainConfig& c = c_;
   CheckpointContents ck;
   try {
-    ck = read_checkpoint(from);
+    if (c.reset_optimizer && c.reset_dataloader) {
+      // Everything but the weights starts afresh: a model file without training state will do.
+      static_cast<models::ModelFile&>(ck) = models::read_model_file(from);
+      if (ck.format == models::kCheckpointFormat) ck = read_checkpoint(from);
+      else ck.state.seed = c.seed;
+    } else {
+      ck = read_checkpoint(from);
+    }
   } catch (const Error& e) {
     throw Error(e.kind(), std::string("cannot resume: ") + e.what(),
                 "move " + from + " away to start afresh, or copy an earlier checkpoint (checkpoint_E_U.pt, "
@@ -241,16 +335,28 @@ void TrainingRun::resume(const std::string& from) {
   models::load_weights(*model_, ck);
   if (segment_) segment_->load(segment_tensors(ck));
   state_ = ck.state;
+  clock_ = ck.clock;
+  // fairseq's exact semantics (trainer.load_checkpoint, checkpoint_utils.load_checkpoint):
+  // --reset-optimizer: the optimizer state and num_updates are not restored (num_updates starts at
+  //   0, so the schedule and --max-update count from 0), and neither is the best validation loss;
+  // --reset-dataloader: epoch 1, batch 0; --reset-meters: the best loss and the epoch's meters go.
+  if (c.reset_optimizer) {
+    state_.num_updates = 0;
+    state_.best_loss = NAN;
+  }
   if (state_.seed != c.seed)
     log_warning("resuming a run started with --seed " + std::to_string(state_.seed) + " with --seed " +
                 std::to_string(c.seed) + ": later batches and dropout masks differ from an uninterrupted run");
   state_.seed = c.seed;
   if (c.reset_dataloader) {
-    state_.epoch = 1;
-    state_.next_batch = 0;
-    state_.epoch_loss_sum = state_.epoch_ntokens = 0;
+    state_.epoch = 0;
+    state_.begin_next_epoch();  // epoch 1, batch 0
+    clock_.epoch_train_wall = clock_.epoch_elapsed = 0;
   }
-  if (c.reset_meters) state_.best_loss = NAN;
+  if (c.reset_meters) {
+    state_.best_loss = NAN;
+    clock_ = TrainClock{};
+  }
   if (!c.reset_optimizer) {
     optim::OptimizerState os;
     for (const auto& [name, t] : ck.file.tensors)
@@ -259,14 +365,20 @@ void TrainingRun::resume(const std::string& from) {
     os.source = from;
     optimizer_->load_state_dict(os, optim_params(*model_));
   }
-  if (world_.is_main())
+  if (world_.is_main()) {
     log_info("resumed from " + from + " at update " + std::to_string(state_.num_updates) + ", epoch " +
              std::to_string(state_.epoch) + ", batch " + std::to_string(state_.next_batch));
+    fairseq_log("fairseq.trainer", "Loaded checkpoint " + from + " (epoch " + std::to_string(state_.epoch) + " @ " +
+                                       std::to_string(state_.num_updates) + " updates)");
+  }
 }
 
-void TrainingRun::save(const std::vector<std::string>& names) {
+void TrainingRun::save(const std::vector<std::string>& names, int64_t epoch, double score) {
   const TrainConfig& c = c_;
   if (c.no_save || !world_.is_main() || names.empty()) return;
+  const double t0 = now_seconds();
+  clock_.epoch_elapsed += t0 - epoch_t0_;  // the clock as of now, in the file
+  epoch_t0_ = t0;
   std::error_code ec;
   fs::create_directories(c.save_dir, ec);
   if (ec) fail_io(c.save_dir, "cannot create the --save-dir: " + ec.message(), "choose a writable --save-dir");
@@ -279,6 +391,7 @@ void TrainingRun::save(const std::vector<std::string>& names) {
                      .dict_hash = data_.dict_hash,
                      .dictionary = dictionary_text_,
                      .state = state_,
+                     .clock = clock_,
                      .optimizer = optimizer_.get(),
                      .segment = segment_.get()});
   } catch (...) {
@@ -287,25 +400,65 @@ void TrainingRun::save(const std::vector<std::string>& names) {
   }
   test_hooks::after_checkpoint_save();
   for (size_t i = 1; i < names.size(); ++i) publish_copy(first, ckpt_path(c, names[i]));
+  // fairseq's checkpoint_utils.save_checkpoint line; the score is the logged (rounded) validation loss.
+  fairseq_log("fairseq.checkpoint_utils",
+              "Saved checkpoint " + first + " (epoch " + std::to_string(epoch) + " @ " +
+                  std::to_string(state_.num_updates) + " updates, score " +
+                  (std::isnan(score) ? std::string("None") : python_float_repr(std::stod(format_stat(score, 3)))) +
+                  ") (writing took " + python_float_repr(now_seconds() - t0) + " seconds)");
   prune(c);
 }
 
-// Validates (logging fairseq's valid_* fields); returns the loss, or NaN when there is no
-// validation. state.best_loss follows fairseq's save_checkpoint.best (a minimum).
+// Validates every --valid-subset (logging fairseq's valid_* fields); returns the first subset's
+// loss, or NaN when there is no validation. state.best_loss follows fairseq's
+// save_checkpoint.best (a minimum, a maximum with --maximize-best-checkpoint-metric), tracked on
+// the first subset only, as fairseq's get_valid_stats does.
 double TrainingRun::run_validation() {
-  if (!valid_split_) return NAN;
-  const ValidResult v = validate(*model_, *valid_split_, world_);
-  if (std::isnan(state_.best_loss) || v.loss2 < state_.best_loss) state_.best_loss = v.loss2;
+  if (valid_splits_.empty()) return NAN;
+  const TrainConfig& c = c_;
+  const bool ppl_metric = c.best_checkpoint_metric == "ppl";
+  double first = NAN;
+  for (size_t k = 0; k < valid_splits_.size(); ++k) {
+    const std::string& subset = valid_splits_[k].first;
+    if (world_.is_main()) progress_.info("fairseq_cli.train", "begin validation on \"" + subset + "\" subset");
+    const ValidResult v = validate(*model_, *valid_splits_[k].second, world_, c.max_valid_steps);
+    const double prev_best = state_.best_loss;
+    if (k == 0) {
+      first = v.loss2;
+      if (std::isnan(state_.best_loss) || better(v.loss2, state_.best_loss)) state_.best_loss = v.loss2;
+    }
+    if (!world_.is_main()) continue;
+    const double batches = std::max(v.batches, 1.0);
+    Stats st = {{"loss", v.loss2, 3},
+                {"ppl", std::pow(2.0, v.loss2), 2},
+                {"wps", static_cast<double>(v.ntokens) / std::max(v.seconds, 1e-9), 1},
+                {"wpb", static_cast<double>(v.ntokens) / batches, 1},
+                {"bsz", static_cast<double>(v.nsentences) / batches, 1},
+                {"num_updates", static_cast<double>(state_.num_updates), -1}};
+    // fairseq adds best_<metric> once a checkpoint has recorded a best (not on the first validation).
+    if (k == 0 && !std::isnan(prev_best)) {
+      const double b = better(v.loss2, prev_best) ? v.loss2 : prev_best;
+      st.push_back(ppl_metric ? Stat{"best_ppl", std::pow(2.0, b), 2} : Stat{"best_loss", b, 3});
+    }
+    progress_.print(subset, "valid on '" + subset + "' subset", st);
+  }
+  return first;
+}
+
+// fairseq's should_stop_early: --patience validations in a row without a strictly better loss.
+bool TrainingRun::out_of_patience(double vloss) {
+  if (std::isnan(vloss) || c_.patience <= 0) return false;
+  const bool improved = c_.maximize_best_checkpoint_metric ? vloss > patience_best_ : vloss < patience_best_;
+  if (std::isnan(patience_best_) || improved) {
+    patience_best_ = vloss;
+    patience_runs_ = 0;
+    return false;
+  }
+  if (++patience_runs_ < c_.patience) return false;
   if (world_.is_main())
-    progress_.log("valid", {{"epoch", state_.epoch},
-                            {"valid_loss", v.loss2},
-                            {"valid_ppl", std::pow(2.0, v.loss2)},
-                            {"valid_wps", static_cast<double>(v.ntokens) / std::max(v.seconds, 1e-9)},
-                            {"valid_wpb", v.ntokens},
-                            {"valid_bsz", v.nsentences},
-                            {"valid_num_updates", state_.num_updates},
-                            {"valid_best_loss", state_.best_loss}});
-  return v.loss2;
+    progress_.info("fairseq_cli.train", "early stop since valid performance hasn't improved for last " +
+                                            std::to_string(c_.patience) + " runs");
+  return true;
 }
 
 // fairseq's validate_and_save: decides whether to validate and which files to write after
@@ -314,13 +467,24 @@ double TrainingRun::run_validation() {
 bool TrainingRun::validate_and_save(bool end_of_epoch) {
   const TrainConfig& c = c_;
   const int64_t n = state_.num_updates, epoch = state_.epoch;
-  const bool should_stop = c.max_update > 0 && n >= c.max_update;
-  const bool interval_save = c.save_interval_updates > 0 && n > 0 && n % c.save_interval_updates == 0;
+  bool should_stop = c.max_update > 0 && n >= c.max_update;
+  const double hours = clock_.train_wall / 3600.0;
+  const bool out_of_time = c.stop_time_hours > 0 && hours > c.stop_time_hours;
+  if (out_of_time && world_.is_main())
+    progress_.info("fairseq_cli.train", "Stopping training due to cumulative_training_time: " + python_float_repr(hours) +
+                                            " > stop_time_hours: " + python_float_repr(c.stop_time_hours) + " hour(s)");
+  should_stop = should_stop || out_of_time;
+  const bool after = n >= c.validate_after_updates;
+  const bool interval_save = c.save_interval_updates > 0 && n > 0 && n % c.save_interval_updates == 0 && after;
   const bool do_save = (end_of_epoch && epoch % c.save_interval == 0) || should_stop || interval_save;
   const bool do_validate = !c.disable_validation &&
                            ((!end_of_epoch && do_save) || (end_of_epoch && epoch % c.validate_interval == 0) ||
                             should_stop ||
-                            (c.validate_interval_updates > 0 && n > 0 && n % c.validate_interval_updates == 0));
+                            (c.validate_interval_updates > 0 && n > 0 && n % c.validate_interval_updates == 0)) &&
+                           after;
+  if (c.max_update > 0 && n >= c.max_update && world_.is_main())
+    progress_.info("fairseq_cli.train", "Stopping training due to num_updates: " + std::to_string(n) +
+                                            " >= max_update: " + std::to_string(c.max_update));
   const double prev_best = state_.best_loss;
   const double vloss = do_validate ? run_validation() : NAN;
   std::vector<std::string> names;
@@ -328,51 +492,61 @@ bool TrainingRun::validate_and_save(bool end_of_epoch) {
     names.push_back("checkpoint" + std::to_string(epoch) + ".pt");
   if (!end_of_epoch && interval_save)
     names.push_back("checkpoint_" + std::to_string(epoch) + "_" + std::to_string(n) + ".pt");
-  if (!std::isnan(vloss) && (std::isnan(prev_best) || vloss <= prev_best)) names.push_back("checkpoint_best.pt");
-  names.push_back("checkpoint_last.pt");
+  if (!std::isnan(vloss) && (std::isnan(prev_best) || vloss == prev_best || better(vloss, prev_best)))
+    names.push_back("checkpoint_best.pt");
+  if (!c.no_last_checkpoints) names.push_back("checkpoint_last.pt");
+  const bool early = out_of_patience(vloss);
+  should_stop = should_stop || early;
   if (end_of_epoch) {
-    state_.epoch += 1;
-    state_.next_batch = 0;
-    state_.epoch_loss_sum = state_.epoch_ntokens = 0;
+    state_.begin_next_epoch();
+    clock_.epoch_train_wall = clock_.epoch_elapsed = 0;
+    epoch_t0_ = now_seconds();
   }
-  if (do_save) save(names);
+  if (do_save || should_stop) save(names, epoch, vloss);
   return should_stop;
 }
 
-// Bookkeeping of an applied update: epoch sums, the progress bar, the train_inner log line.
-void TrainingRun::after_update(const UpdateResult& r, int64_t nb) {
+// Bookkeeping of an applied update: epoch and interval sums (fairseq's "train" and "train_inner"
+// meters), the bar, the train_inner line every --log-interval updates.
+void TrainingRun::after_update(const UpdateResult& r, double step_seconds, int64_t done) {
   const TrainConfig& c = c_;
   nan_in_a_row_ = 0;
+  const double clipped = (c.optim.clip_norm > 0 && r.gnorm > c.optim.clip_norm) ? 1.0 : 0.0;
   state_.epoch_loss_sum += r.loss_sum;
   state_.epoch_ntokens += r.ntokens;
+  state_.epoch_nsentences += r.nsentences;
+  state_.epoch_gnorm_sum += r.gnorm;
+  state_.epoch_clip_count += clipped;
+  state_.epoch_updates += 1;
+  clock_.train_wall += step_seconds;
+  clock_.epoch_train_wall += step_seconds;
   log_loss_ += r.loss_sum;
   log_tokens_ += r.ntokens;
   log_bsz_ += r.nsentences;
   log_gnorm_ += r.gnorm;
-  log_clip_ += (c.optim.clip_norm > 0 && r.gnorm > c.optim.clip_norm) ? 1.0 : 0.0;
+  log_clip_ += clipped;
+  log_train_wall_ += step_seconds;
   ++log_updates_;
-  progress_.bar(state_.epoch, state_.next_batch, nb, r.loss_sum / std::max(r.ntokens, 1.0) / kLn2);
-  if (state_.num_updates % c.log_interval != 0 || !world_.is_main()) return;
+  if (!world_.is_main()) return;
+  progress_.step(done);
+  if (state_.num_updates % c.log_interval != 0) return;
   const double dt = std::max(now_seconds() - log_t0_, 1e-9);
   const double l2 = log_loss_ / std::max(log_tokens_, 1.0) / kLn2;
   const double updates = static_cast<double>(log_updates_);
-  nlohmann::ordered_json f = {
-      {"epoch", state_.epoch},
-      {"update", static_cast<double>(state_.epoch - 1) + static_cast<double>(state_.next_batch) / static_cast<double>(nb)},
-      {"loss", l2},
-      {"ppl", std::pow(2.0, l2)},
-      {"wps", log_tokens_ / dt},
-      {"ups", updates / dt},
-      {"wpb", log_tokens_ / updates},
-      {"bsz", log_bsz_ / updates},
-      {"num_updates", state_.num_updates},
-      {"lr", lr_now()},
-      {"gnorm", log_gnorm_ / updates}};
-  if (c.optim.clip_norm > 0) f["clip"] = 100.0 * log_clip_ / updates;
-  f["train_wall"] = now_seconds() - t_start_;
-  f["wall"] = now_seconds() - t_start_;
-  progress_.log("train_inner", f);
-  log_loss_ = log_tokens_ = log_gnorm_ = log_clip_ = log_bsz_ = 0;
+  Stats st = {{"loss", l2, 3},
+              {"ppl", std::pow(2.0, l2), 2},
+              {"wps", log_tokens_ / dt, 1},
+              {"ups", updates / dt, 2},
+              {"wpb", log_tokens_ / updates, 1},
+              {"bsz", log_bsz_ / updates, 1},
+              {"num_updates", static_cast<double>(state_.num_updates), -1},
+              {"lr", lr_now(), -1},
+              {"gnorm", log_gnorm_ / updates, 3}};
+  if (c.optim.clip_norm > 0) st.push_back({"clip", 100.0 * log_clip_ / updates, 1});
+  st.push_back({"train_wall", log_train_wall_, 0});
+  st.push_back({"wall", now_seconds() - t_start_, 0});
+  progress_.log(st, done, state_.num_updates);
+  log_loss_ = log_tokens_ = log_gnorm_ = log_clip_ = log_bsz_ = log_train_wall_ = 0;
   log_updates_ = 0;
   log_t0_ = now_seconds();
 }
@@ -388,19 +562,35 @@ int TrainingRun::stop_requested() {
   }
   if (sig == 0) return 0;
   log_warning("received signal " + std::to_string(sig) + ": saving checkpoint_last.pt and stopping");
-  save({"checkpoint_last.pt"});
+  save({"checkpoint_last.pt"}, state_.epoch, NAN);
   return 128 + sig;
 }
 
-void TrainingRun::end_of_epoch_log() {
-  if (state_.epoch_ntokens <= 0 || !world_.is_main()) return;
-  const double l2 = state_.epoch_loss_sum / state_.epoch_ntokens / kLn2;
-  progress_.log("train", {{"epoch", state_.epoch},
-                          {"train_loss", l2},
-                          {"train_ppl", std::pow(2.0, l2)},
-                          {"train_num_updates", state_.num_updates},
-                          {"train_lr", lr_now()},
-                          {"train_wall", now_seconds() - t_start_}});
+// fairseq's end-of-epoch "train" line: the epoch's meters (also when a run stops mid-epoch).
+Stats TrainingRun::epoch_stats() const {
+  const double l2 = state_.epoch_loss_sum / std::max(state_.epoch_ntokens, 1.0) / kLn2;
+  const double updates = static_cast<double>(std::max<int64_t>(state_.epoch_updates, 1));
+  const double elapsed = std::max(clock_.epoch_elapsed + now_seconds() - epoch_t0_, 1e-9);
+  Stats st = {{"loss", l2, 3},
+              {"ppl", std::pow(2.0, l2), 2},
+              {"wps", state_.epoch_ntokens / elapsed, 1},
+              {"ups", static_cast<double>(state_.epoch_updates) / elapsed, 2},
+              {"wpb", state_.epoch_ntokens / updates, 1},
+              {"bsz", state_.epoch_nsentences / updates, 1},
+              {"num_updates", static_cast<double>(state_.num_updates), -1},
+              {"lr", lr_now(), -1},
+              {"gnorm", state_.epoch_gnorm_sum / updates, 3}};
+  if (c_.optim.clip_norm > 0) st.push_back({"clip", 100.0 * state_.epoch_clip_count / updates, 1});
+  st.push_back({"train_wall", clock_.epoch_train_wall, 0});
+  st.push_back({"wall", now_seconds() - t_start_, 0});
+  return st;
+}
+
+void TrainingRun::print_epoch_summary(const Stats& stats) {
+  if (!world_.is_main()) return;
+  progress_.end_epoch();
+  progress_.info("fairseq_cli.train", "end of epoch " + std::to_string(progress_.epoch()) + " (average epoch stats below)");
+  progress_.print("train", "", stats);
 }
 
 int TrainingRun::run() {
@@ -408,12 +598,22 @@ int TrainingRun::run() {
   const UpdateParams update_params{.clip_norm = c.optim.clip_norm, .seed = c.seed, .pad = data_.pad};
   t_start_ = log_t0_ = now_seconds();
   bool stop = c.max_update > 0 && state_.num_updates >= c.max_update;
+  if (stop && world_.is_main())
+    log_warning("nothing to train: the run is at update " + std::to_string(state_.num_updates) + " >= --max-update " +
+                std::to_string(c.max_update) +
+                " (to train a restored model further, raise --max-update or pass --reset-optimizer, which restarts "
+                "the update count at 0 as in fairseq)");
   int exit_code = 0;
   while (!stop && exit_code == 0) {
     if (c.max_epoch > 0 && state_.epoch > c.max_epoch) break;
     if (c.optim.stop_min_lr >= 0 && lr_now() <= c.optim.stop_min_lr) {
       log_info("stopping: learning rate " + std::to_string(lr_now()) + " <= --stop-min-lr " +
                std::to_string(c.optim.stop_min_lr));
+      if (world_.is_main())
+        progress_.info("fairseq_cli.train", "stopping training because current learning rate (" +
+                                                python_float_repr(lr_now()) +
+                                                ") is smaller than or equal to minimum learning rate (--stop-min-lr=" +
+                                                python_float_repr(c.optim.stop_min_lr) + ")");
       break;
     }
     train_split_->set_epoch(state_.epoch);
@@ -423,14 +623,23 @@ int TrainingRun::run() {
                              std::to_string(state_.epoch) + ", which has only " + std::to_string(nb) + " batches",
                  "the data or the batching flags (--max-tokens, --tokens-per-sample, ...) changed since the "
                  "checkpoint; restore the originals, or pass --reset-dataloader");
+    const int64_t size = groups_of(nb, c.update_freq);
+    epoch_t0_ = now_seconds();
+    if (world_.is_main()) {
+      progress_.info("fairseq.trainer", "begin training epoch " + std::to_string(state_.epoch));
+      progress_.info("fairseq_cli.train", "Start iterating over samples");
+      progress_.begin_epoch(state_.epoch, size, groups_of(state_.next_batch, c.update_freq));
+    }
     std::vector<LmBatch> group;
     while (state_.next_batch < nb && !stop && exit_code == 0) {
       const int64_t first = state_.next_batch, last = std::min(nb, first + c.update_freq);
       group.clear();
       for (int64_t i = first; i < last; ++i) group.push_back(train_split_->batch(i));
       state_.next_batch = last;
+      const double t_step = now_seconds();
       const UpdateResult r =
           train_update(*model_, group, *optimizer_, *scheduler_, state_, update_params, world_, segment_.get());
+      const double step_seconds = now_seconds() - t_step;
       if (!r.applied()) {
         ++nan_in_a_row_;
         log_warning("update " + std::to_string(state_.num_updates + 1) + ": loss or gradient is not finite (loss " +
@@ -445,29 +654,40 @@ int TrainingRun::run() {
                       "lower --lr, set --clip-norm, or check the data; the checkpoints already written (" +
                           ckpt_path(c, "checkpoint_last.pt") + ") are untouched");
       } else {
-        after_update(r, nb);
+        after_update(r, step_seconds, groups_of(state_.next_batch, c.update_freq));
         if (state_.next_batch < nb) stop = validate_and_save(/*end_of_epoch=*/false);
         test_hooks::maybe_stall(state_.num_updates);
       }
       exit_code = stop_requested();
     }
-    if (stop || exit_code != 0) break;
-    // End of the epoch (fairseq: validate_and_save(end_of_epoch=True), then the epoch line).
-    progress_.end_bar();
-    end_of_epoch_log();
+    if (exit_code != 0) break;  // a stop signal: saved, no summary (fairseq dies of it)
+    if (stop) {  // --max-update mid-epoch: fairseq's train() still prints the epoch's summary
+      print_epoch_summary(epoch_stats());
+      break;
+    }
+    // End of the epoch (fairseq: validate_and_save(end_of_epoch=True), then the epoch's summary,
+    // whose sums validate_and_save clears for the next epoch).
+    const Stats summary = epoch_stats();
     stop = validate_and_save(/*end_of_epoch=*/true);
+    print_epoch_summary(summary);
   }
-  progress_.end_bar();
-  if (world_.is_main())
-    log_info("done training at update " + std::to_string(state_.num_updates) + " in " +
-             std::to_string(now_seconds() - t_start_) + " seconds");
+  progress_.end_epoch();
+  if (world_.is_main()) {
+    char took[64];
+    std::snprintf(took, sizeof took, "%.1f", now_seconds() - t_start_);
+    progress_.info("fairseq_cli.train", std::string("done training in ") + took + " seconds");
+  }
   return exit_code;
 }
 
 }  // namespace
 
 int run_training(TrainConfig c) {
-  arm_graceful_stop();  // core/signals.h: SIGINT/SIGTERM now save checkpoint_last.pt and stop
+  arm_graceful_stop();
+  if (c.reset_lr_scheduler)
+    log_once(LogLevel::Warning, "--reset-lr-scheduler has no effect in stretch: every schedule is a function of the "
+                                "update number (and epoch), recomputed after a resume; --reset-optimizer restarts "
+                                "the update count");  // core/signals.h: SIGINT/SIGTERM now save checkpoint_last.pt and stop
   check_run_flags(c);
   // The --save-dir is checked, locked and tidied before any data is read (train/save_dir.h).
   SaveDirLock save_dir_lock;

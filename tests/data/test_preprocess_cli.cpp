@@ -62,6 +62,23 @@ TEST_F(PreprocessCli, WritesAFairseqDataBin) {
   EXPECT_EQ(read_file(dir_ / "out2/test.bin"), read_file(dir_ / "out/valid.bin"));
 }
 
+// fairseq's --dict-only: the dictionary a full run would write, and nothing binarized;
+// --joined-dictionary has no meaning for language-model data and says so once.
+TEST_F(PreprocessCli, DictOnlyAndJoinedDictionary) {
+  const auto full = run_stretch(base_args(dir_ / "full"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const auto r = run_stretch(base_args(dir_ / "dict") + " --dict-only --joined-dictionary");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_file(dir_ / "dict/dict.txt"), read_file(dir_ / "full/dict.txt"));
+  for (const char* f : {"train.bin", "train.idx", "valid.bin", "valid.idx"})
+    EXPECT_FALSE(fs::exists(dir_ / ("dict/" + std::string(f)))) << f;
+  EXPECT_NE(r.output.find("(dict.txt, 0 split(s)"), std::string::npos) << r.output;
+  const std::string note = "--joined-dictionary has no effect in stretch";
+  const size_t at = r.output.find(note);
+  EXPECT_NE(at, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(note, at + 1), std::string::npos) << "said more than once:\n" << r.output;
+}
+
 TEST_F(PreprocessCli, MissingFile) {
   const auto r = run_stretch("preprocess --only-source --trainpref " + q(dir_ / "nope.txt") + " --destdir " +
                              q(dir_ / "out"));

@@ -12,13 +12,14 @@ work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
   --destdir "$work/bin" >/dev/null 2>&1
 common=("$work/bin" --arch transformer_lm_tiny --tokens-per-sample 32 --max-tokens 256
         --required-batch-size-multiple 1 --optimizer adam --lr 0.003 --max-update 5 --log-interval 1
-        --no-save --disable-validation --dropout 0 --log-format json --threads 1 --no-progress-bar --seed 3)
+        --no-save --disable-validation --dropout 0 --log-format json --log-full-precision --threads 1 --no-progress-bar --seed 3)
 mpirun --allow-run-as-root --oversubscribe -np 2 "$stretch" train "${common[@]}" 2>/dev/null > "$work/mpi.jsonl"
 "$stretch" train "${common[@]}" --update-freq 2 2>/dev/null > "$work/uf.jsonl"
 python3 - "$work/mpi.jsonl" "$work/uf.jsonl" <<'PY'
 import json, sys
-a = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-b = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+tag = " | train_inner | "  # fairseq's "DATE TIME | INFO | train_inner | {...}"
+a = [json.loads(l.split(tag, 1)[1]) for l in open(sys.argv[1]) if tag in l]
+b = [json.loads(l.split(tag, 1)[1]) for l in open(sys.argv[2]) if tag in l]
 assert len(a) == len(b) == 5, (len(a), len(b))
 for x, y in zip(a, b):
     for k in ("loss", "gnorm"):

@@ -240,6 +240,7 @@ TEST_F(EvalCli, SweepWritesTableCsvJsonAndPlots) {
   EXPECT_NE(svg.find("alibi L=8"), std::string::npos);     // one legend entry per checkpoint
   EXPECT_NE(svg.find("learned L=8"), std::string::npos);
   EXPECT_NE(svg.find("train L=8"), std::string::npos);     // the training length marked
+  EXPECT_NE(svg.find("perplexity on the 'valid' split, non-overlapping"), std::string::npos);  // what was measured
   for (const auto& e : fs::directory_iterator(out)) {
     const std::string name = e.path().filename().string();
     EXPECT_TRUE(name == "sweep.csv" || name == "sweep.json" || name == "sweep.png" || name == "sweep.svg") << name;

@@ -28,7 +28,8 @@ std::string text(const RunResult& r) { return r.out + r.err; }
 const std::vector<std::string> kTrainFlags = {
     "--arch", "transformer_lm_tiny", "--decoder-layers", "1", "--decoder-embed-dim", "8", "--decoder-ffn-embed-dim",
     "16", "--decoder-attention-heads", "2", "--tokens-per-sample", "16", "--max-tokens", "64", "--no-epoch-checkpoints",
-    "--seed", "5", "--log-format", "json", "--log-interval", "1", "--no-progress-bar", "--threads", "1"};
+    "--seed", "5", "--log-format", "json", "--log-full-precision", "--log-interval", "1", "--no-progress-bar",
+    "--threads", "1"};
 
 std::vector<std::string> train_args(const std::string& save_dir, int max_update) {
   std::vector<std::string> a = {"train", kData, "--save-dir", save_dir, "--max-update", std::to_string(max_update)};

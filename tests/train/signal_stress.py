@@ -59,7 +59,7 @@ def train_args(stretch, data, save_dir, max_update, arch):
     return [stretch, "train", data, "--arch", arch, "--decoder-embed-dim", "64", "--decoder-ffn-embed-dim", "128",
             "--decoder-attention-heads", "2", "--tokens-per-sample", "64", "--batch-size", "8",
             "--required-batch-size-multiple", "1", "--dropout", "0.1", "--optimizer", "adam", "--lr", "0.001",
-            "--clip-norm", "1.0", "--max-update", str(max_update), "--seed", "5", "--log-format", "json",
+            "--clip-norm", "1.0", "--max-update", str(max_update), "--seed", "5", "--log-format", "json", "--log-full-precision",
             "--log-interval", "1", "--threads", "1", "--no-progress-bar", "--save-dir", save_dir]
 
 
@@ -67,8 +67,8 @@ def records(stdout):
     """{num_updates: {field: literal text}} of the train_inner JSON lines."""
     recs = {}
     for line in stdout.splitlines():
-        if line.startswith("{") and '"num_updates"' in line:
-            j = json.loads(line, parse_float=str, parse_int=str)
+        if " | {" in line and '"num_updates"' in line:  # fairseq's "DATE | INFO | train_inner | {...}"
+            j = json.loads(line[line.index(" | {") + 3:], parse_float=str, parse_int=str)
             recs[int(j["num_updates"])] = {k: j[k] for k in FIELDS}
     return recs
 

@@ -26,7 +26,7 @@ std::vector<std::string> train_args(const std::string& data, const std::string& 
           "--attention-dropout", "0.1", "--tokens-per-sample", "16", "--batch-size", "4",
           "--required-batch-size-multiple", "1", "--update-freq", "2", "--optimizer", "nag", "--lr", "0.05",
           "--lr-scheduler", "cosine", "--warmup-updates", "3", "--min-lr", "1e-4", "--clip-norm", "0.5",
-          "--max-update", "24", "--save-interval-updates", "5", "--seed", "7", "--log-format", "json",
+          "--max-update", "24", "--save-interval-updates", "5", "--seed", "7", "--log-format", "json", "--log-full-precision",
           "--log-interval", "1", "--threads", "1", "--no-progress-bar", "--save-dir", save_dir};
 }
 
@@ -40,8 +40,9 @@ std::map<std::string, nlohmann::json> log_by_update(const std::string& out) {
       for (const char* f : {"epoch", "loss", "ppl", "lr", "gnorm", "clip", "wpb", "bsz"}) k[f] = j.at(f);
       m[std::to_string(j.at("num_updates").get<int64_t>())] = k;
     } else if (j.contains("valid_loss")) {
-      m["valid@" + std::to_string(j.at("valid_num_updates").get<int64_t>())] = {j.at("valid_loss"),
-                                                                                j.at("valid_best_loss")};
+      // fairseq logs best_loss from the second validation on.
+      m["valid@" + std::to_string(j.at("valid_num_updates").get<int64_t>())] = {
+          j.at("valid_loss"), j.value("valid_best_loss", nlohmann::json())};
     } else if (j.contains("train_loss")) {
       m["train@epoch" + std::to_string(j.at("epoch").get<int64_t>())] = {j.at("train_loss"), j.at("train_lr")};
     }

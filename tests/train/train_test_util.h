@@ -152,13 +152,32 @@ inline std::string make_data_bin(const TempDir& dir, int train_lines = 100) {
   return dest;
 }
 
-// The JSON lines of stdout (other lines are skipped).
+// The JSON records of a --log-format json log on stdout, read as fairseq's logs are read: the
+// message after the logging prefix "DATE TIME | INFO | <logger> | ", the values (fairseq writes
+// them as "{:g}" strings) back to numbers; other lines (and the configuration) are skipped.
 inline std::vector<nlohmann::json> json_lines(const std::string& out) {
   std::vector<nlohmann::json> v;
   std::istringstream is(out);
   std::string line;
-  while (std::getline(is, line))
-    if (!line.empty() && line[0] == '{') v.push_back(nlohmann::json::parse(line));
+  while (std::getline(is, line)) {
+    const size_t at = line.find(" | {");
+    if (at == std::string::npos || line.back() != '}') continue;
+    if (line.find(" | fairseq_cli.train | {") != std::string::npos) continue;  // the configuration
+    nlohmann::json j = nlohmann::json::parse(line.substr(at + 3));
+    for (auto& [k, val] : j.items()) {
+      if (!val.is_string()) continue;
+      const std::string text = val.get<std::string>();
+      char* end = nullptr;
+      const double d = std::strtod(text.c_str(), &end);
+      if (end && *end == '\0' && !text.empty()) {
+        if (d == static_cast<double>(static_cast<int64_t>(d)) && text.find_first_of(".e") == std::string::npos)
+          val = static_cast<int64_t>(d);
+        else
+          val = d;
+      }
+    }
+    v.push_back(std::move(j));
+  }
   return v;
 }
 
