@@ -78,6 +78,20 @@ def main():
                            capture_output=True, text=True)
         if p.returncode == 0 or "project_in_dim" not in p.stderr:
             failures.append(f"proj_post_untied: expected a refusal naming project_in_dim, got rc {p.returncode}: {p.stderr}")
+        # --pos alibi (the ALiBi fork's files): accepted for sinusoidal checkpoints (the stored
+        # entry is unused, so the numbers change), a usage error for learned positions.
+        p = subprocess.run([stretch, "import-fairseq", os.path.join(FIX, "sin_post_tied.pt"), "--pos", "alibi",
+                            "--out", os.path.join(tmp, "alibi.stretch")], capture_output=True, text=True)
+        if p.returncode != 0 or "ALiBi" not in p.stdout:
+            failures.append(f"--pos alibi on sin_post_tied: rc {p.returncode}: {p.stdout}{p.stderr}")
+        else:
+            r, _, _ = run_stretch(stretch, os.path.join(tmp, "alibi.stretch"), ["--tokens-per-sample", "16"], tmp)
+            if r.get("pos") != "alibi" or abs(r["loss_base2"] - expected["sin_post_tied/blocks"]["loss_base2"]) < 1e-3:
+                failures.append(f"--pos alibi: evaluated as {r.get('pos')} with loss {r['loss_base2']}")
+        p = subprocess.run([stretch, "import-fairseq", os.path.join(FIX, "learned_pre_untied.pt"), "--pos", "alibi",
+                            "--out", os.path.join(tmp, "bad.stretch")], capture_output=True, text=True)
+        if p.returncode != 2 or "learned" not in p.stderr or os.path.exists(os.path.join(tmp, "bad.stretch")):
+            failures.append(f"--pos alibi on learned positions: rc {p.returncode} {p.stderr}")
     if checked < 2 * 2 * len(SUPPORTED):
         failures.append(f"only {checked} comparisons ran")
     if failures:

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tensor/pickle.h"
+#include "tensor/pickle_writer.h"
 #include "tensor/torch_file.h"
 #include "testing.h"
 
@@ -77,6 +78,38 @@ TEST(Pickle, TruncatedAndInconsistentInputIsAnError) {
   EXPECT_NE(parse_error("\x80\x02NN.").find("STOP with 2"), std::string::npos);
   EXPECT_NE(parse_error("\x80\x02" "ccollections\nOrderedDict\nK\x01\x85R.").find("OrderedDict built from"),
             std::string::npos);
+}
+
+TEST(PickleWriter, WhatItWritesParsesBack) {
+  pickle::Writer w;
+  w.empty_dict();
+  w.mark();
+  w.str("n");
+  w.integer(-5);
+  w.str("big");
+  w.integer(int64_t{1} << 40);
+  w.str("x");
+  w.real(0.25);
+  w.str("args");
+  w.namespace_begin();
+  w.mark();
+  w.str("arch");
+  w.str("transformer_lm");
+  w.namespace_end();
+  w.str("t");
+  w.tensor("HalfStorage", "0", 6, {2, 3});
+  w.setitems_from_mark();
+  const std::vector<uint8_t> b = w.finish();
+  auto v = pickle::parse_pickle(b.data(), b.size(), "written");
+  EXPECT_EQ(v->get("n")->i, -5);
+  EXPECT_EQ(v->get("big")->i, int64_t{1} << 40);
+  EXPECT_DOUBLE_EQ(v->get("x")->f, 0.25);
+  ASSERT_EQ(v->get("args")->kind, Kind::Object);
+  EXPECT_EQ(v->get("args")->get("arch")->s, "transformer_lm");
+  const auto& t = v->get("t")->tensor;
+  EXPECT_EQ(t.storage.dtype, "Half");
+  EXPECT_EQ(t.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(t.stride, (std::vector<int64_t>{3, 1}));
 }
 
 const std::string kFixtures = std::string(STRETCH_SOURCE_DIR) + "/tests/fixtures/fairseq/";
