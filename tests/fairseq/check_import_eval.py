@@ -92,6 +92,17 @@ def main():
                             "--out", os.path.join(tmp, "bad.stretch")], capture_output=True, text=True)
         if p.returncode != 2 or "learned" not in p.stderr or os.path.exists(os.path.join(tmp, "bad.stretch")):
             failures.append(f"--pos alibi on learned positions: rc {p.returncode} {p.stderr}")
+        # The ALiBi fork's trace (fork_style.pt: cfg.model.max_tokens, sinusoidal positions): the
+        # import says so and keeps sinusoidal; a file without it (sin_post_tied) gets no such line.
+        for name, want in (("fork_style", True), ("sin_post_tied", False)):
+            p = subprocess.run([stretch, "import-fairseq", os.path.join(FIX, name + ".pt"), "--out",
+                                os.path.join(tmp, name + ".trace")], capture_output=True, text=True)
+            said = "'max_tokens'" in p.stdout and "--pos alibi" in p.stdout
+            if p.returncode != 0 or said != want:
+                failures.append(f"{name}: fork trace line expected={want}, rc {p.returncode}: {p.stdout}")
+        r, _, log = run_stretch(stretch, os.path.join(FIX, "fork_style.pt"), ["--tokens-per-sample", "16"], tmp)
+        if "max_tokens" not in log or abs(r["loss_base2"] - expected["sin_post_tied/blocks"]["loss_base2"]) > 1e-4 * 6:
+            failures.append(f"fork_style.pt direct: no max_tokens warning or loss {r['loss_base2']} (sinusoidal expected)")
     if checked < 2 * 2 * len(SUPPORTED):
         failures.append(f"only {checked} comparisons ran")
     if failures:
