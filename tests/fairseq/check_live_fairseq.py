@@ -2,7 +2,8 @@
 """Reruns REAL fairseq-eval-lm (the oracle venv of tests/fairseq/setup_fairseq.sh) on committed
 fixtures and checks that it still gives expected.json (so the committed expectations are what
 fairseq computes, not something stretch wrote), then that stretch eval-lm on the same .pt agrees
-(1e-4 relative in Loss base 2, equal token count). With --export, also the round trip
+(1e-4 relative in Loss base 2, equal token count), and a fork-style checkpoint imported with
+--pos alibi against fairseq with the ALiBi fork's decoder (fairseq_alibi_patch.py). With --export, also the round trip
 stretch → fairseq: `stretch export-fairseq` of an imported model is loaded and evaluated by
 real fairseq-eval-lm and must equal stretch's own eval-lm of it.
 Without the venv: tests/oracle_skip.py (a failure under CI=true, a loud skip elsewhere).
@@ -26,10 +27,11 @@ if os.environ.get("STRETCH_LONG") == "1":
         CASES = sorted(k for k in json.load(f) if not k.startswith("proj_"))
 
 
-def fairseq_eval(py, ckpt, flags):
+def fairseq_eval(py, ckpt, flags, alibi=False):
+    env = dict(os.environ, STRETCH_FAIRSEQ_ALIBI="1" if alibi else "0")
     p = subprocess.run([py, os.path.join(HERE, "fairseq_eval.py"), os.path.join(FIX, "data-bin"), "--path", ckpt,
                         "--cpu", "--gen-subset", "valid", "--max-tokens", "4096"] + flags,
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise SystemExit(f"FAIL: fairseq-eval-lm on {ckpt} exited {p.returncode}:\n{p.stderr[-3000:]}")
     return json.loads(p.stdout)
@@ -70,6 +72,27 @@ def main():
                 if rel > 1e-4 or s["count"] != got["tokens"]:
                     failures.append(f"{case}: stretch {s['loss_base2']!r}/{s['count']} vs fairseq "
                                     f"{got['loss_base2']!r}/{got['tokens']}")
+            # A fork-style checkpoint imported with --pos alibi against fairseq with the ALiBi fork's
+            # decoder (fairseq_alibi_patch.py, REFERENCE §1), sliding window (and blocks when long).
+            model = os.path.join(tmp, "fork.stretch")
+            p = subprocess.run([stretch, "import-fairseq", os.path.join(FIX, "fork_style.pt"), "--pos", "alibi",
+                                "--out", model], capture_output=True, text=True)
+            if p.returncode != 0:
+                raise SystemExit(f"FAIL: import-fairseq --pos alibi: {p.stdout}{p.stderr}")
+            modes = [["--tokens-per-sample", "16", "--context-window", "8"]]
+            if os.environ.get("STRETCH_LONG") == "1":
+                modes.append(["--tokens-per-sample", "16"])
+            for flags in modes:
+                got = fairseq_eval(py, os.path.join(FIX, "fork_style.pt"), flags, alibi=True)
+                s = stretch_eval(stretch, model, flags, tmp)
+                rel = abs(s["loss_base2"] - got["loss_base2"]) / got["loss_base2"]
+                print(f"fork_style ALiBi {flags}: fairseq+patch {got['loss_base2']:.8f} stretch {s['loss_base2']:.8f} "
+                      f"rel {rel:.1e}")
+                if rel > 1e-4 or s["count"] != got["tokens"] or s.get("pos") != "alibi":
+                    failures.append(f"fork_style ALiBi {flags}: stretch {s['loss_base2']!r}/{s['count']} vs fairseq "
+                                    f"with the ALiBi patch {got['loss_base2']!r}/{got['tokens']}")
+                if abs(got["loss_base2"] - expected["sin_post_tied/window"]["loss_base2"]) < 1e-3:
+                    failures.append("the ALiBi patch did not change fairseq's result (not applied?)")
         else:
             # (model, modes): two fairseq runs in CI, all three models x both modes under STRETCH_LONG=1.
             blocks, window = ["--tokens-per-sample", "16"], ["--tokens-per-sample", "16", "--context-window", "8"]

@@ -4,7 +4,8 @@ computed as one JSON object, at full precision (fairseq's log rounds Loss to 4 d
   {"loss_base2": float, "tokens": int, "nll": [per-token NLL in nats, stream order]}
 "nll" comes from --output-word-probs (fairseq logs ln p to 6 decimals per sample; samples
 are sorted by id, which is stream order for both --tokens-per-sample blocks and
---context-window). Usage (in the fairseq venv):
+--context-window). STRETCH_FAIRSEQ_ALIBI=1 evaluates with the ALiBi fork's decoder
+(fairseq_alibi_patch.py). Usage (in the fairseq venv):
   fairseq_eval.py DATA --path CKPT [more fairseq-eval-lm flags]
 """
 import json
@@ -14,7 +15,13 @@ import sys
 
 
 def main():
+    import os
     import fairseq_cli.eval_lm as m
+
+    if os.environ.get("STRETCH_FAIRSEQ_ALIBI") == "1":  # the ALiBi fork's decoder (fairseq_alibi_patch.py)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import fairseq_alibi_patch
+        fairseq_alibi_patch.apply()
 
     captured = {}
     samples = {}
