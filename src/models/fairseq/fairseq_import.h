@@ -10,9 +10,11 @@
 // the stretch model needs must be present, with its shape; fp16 weights become fp32.
 // The model is what fairseq built from that config (plain --arch transformer_lm in 0.12.2
 // skips base_lm's defaults: the stored values are used, never stretch's presets).
-// ALiBi fork checkpoints (ofirpress/attention_with_linear_biases) carry no ALiBi flag; their
-// args have the fork-only key `max_tokens`... see detect_alibi_fork() in the .cpp and
-// options.pos ("" = as the file says; "alibi" = an ALiBi model, dropping embed_positions).
+// ALiBi fork checkpoints (ofirpress/attention_with_linear_biases) carry no ALiBi flag: they keep
+// the sinusoidal embed_positions entry and say positions are on. The one trace is `max_tokens`
+// in the model config (the fork's decoder reads it, REFERENCE §1.2): with sinusoidal positions
+// it adds a note; options.pos = "alibi" imports the file as ALiBi ("" = as stored). Argparse-era
+// args always hold max_tokens, so the note is a hint, not a verdict.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -32,7 +34,7 @@ struct FairseqImport {
   std::vector<std::string> notes{};                  // what the import decided (printed by callers)
   std::string container{};                           // "zip" or "legacy"
   std::string fairseq_arch{};                        // as stored
-  std::string task_data{};                           // cfg.task.data / args.data (where dict.txt was)
+  std::string task_data{};                           // cfg.task.data / args.data, as stored (informational)
 };
 
 FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions& options = {});
