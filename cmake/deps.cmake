@@ -10,6 +10,8 @@ set_target_properties(DNNL::dnnl PROPERTIES IMPORTED_LOCATION ${DNNL_LIBRARY}
                       INTERFACE_INCLUDE_DIRECTORIES ${DNNL_INCLUDE_DIR})
 find_package(CLI11 REQUIRED)              # libcli11-dev
 find_package(nlohmann_json 3 REQUIRED)    # nlohmann-json3-dev
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)  # libzip-dev: PyTorch .pt (zip) files
 if(STRETCH_MPI)
   find_package(MPI COMPONENTS CXX)
 endif()

@@ -16,6 +16,7 @@ PACKAGES=(
   libopenblas0-openmp libtcmalloc-minimal4  # PyTorch anchors (bench/torch_lm.py): MEASURED.md's tuned setup
   gnuplot-nox                 # extrapolation plot (PNG + SVG)
   wget ca-certificates unzip  # data script (downloads, the WikiText-103 zip)
+  libzip-dev                  # PyTorch .pt (zip) checkpoints: fairseq import/export
 )
 
 missing=()
@@ -46,3 +47,8 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import safetensors, t
     echo "setup: warning: could not install safetensors from PyPI; parity tests will read checkpoints with the fallback reader"
 fi
 echo "setup: python oracle at $venv/bin/python"
+
+# Real fairseq 0.12.2 (patched at install time) in its own venv: the oracle of the fairseq
+# import/export tests (tests/fairseq). Fast when already built.
+"$here/tests/fairseq/setup_fairseq.sh" || \
+  echo "setup: warning: the fairseq oracle venv could not be built; tests/fairseq report it missing"

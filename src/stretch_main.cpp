@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
       {"sweep", "train-short-test-long extrapolation table and plot", add_sweep},
       {"generate", "sample from a model with a KV cache", add_generate},
       {"info", "describe a checkpoint, data directory or this build", add_info},
+      {"import-fairseq", "a fairseq checkpoint (.pt) to a stretch model file", add_import_fairseq},
+      {"export-fairseq", "a stretch model to a checkpoint fairseq-eval-lm loads", add_export_fairseq},
   };
   std::vector<std::pair<CLI::App*, Runner>> commands;
   commands.reserve(std::size(entries));

@@ -21,6 +21,8 @@ void add_eval_lm(CLI::App& sub, Runner& run);
 void add_sweep(CLI::App& sub, Runner& run);
 void add_generate(CLI::App& sub, Runner& run);
 void add_info(CLI::App& sub, Runner& run);
+void add_import_fairseq(CLI::App& sub, Runner& run);
+void add_export_fairseq(CLI::App& sub, Runner& run);
 
 // Options every subcommand shares: --threads (0 = OMP_NUM_THREADS or all cores) and --bf16
 // (alias --fp16: bf16 matrix products with fp32 accumulation; weights, optimizer state,

@@ -323,7 +323,7 @@ int run_eval_lm(const EvalLmConfig& cfg) {
   }
   const models::ModelInfo info = model->info();
   train::LmData data = train::open_lm_data(cfg.data);
-  if (data.vocab_size != info.vocab_size || data.dict_hash != ck.dict_hash)
+  if (data.vocab_size != info.vocab_size || !models::dictionary_matches(ck, data.dict_hash))
     fail_input(data.dict_path, "is not the dictionary the checkpoint " + cfg.path + " was trained with (" +
                                    std::to_string(data.vocab_size) + " symbols, hash " + data.dict_hash +
                                    "; checkpoint: " + std::to_string(info.vocab_size) + " symbols, hash " +

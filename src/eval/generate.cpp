@@ -116,7 +116,8 @@ namespace {
 data::Dictionary generation_dictionary(const GenerateConfig& c, const models::ModelFile& ck, int64_t vocab) {
   if (c.data.empty()) {
     if (ck.dictionary.empty())
-      fail_usage("generate: " + c.path + " has no dictionary inside (written before stretch stored it)",
+      fail_usage("generate: " + c.path + " has no dictionary inside (written before stretch stored it, or a fairseq "
+                 "checkpoint, which never holds one)",
                  "give the data-bin directory the model was trained on: `stretch generate DATA --path " + c.path + "`");
     data::Dictionary dict = data::Dictionary::parse(ck.dictionary, c.path + " (stored dictionary)");
     if (dict.content_hash() != ck.dict_hash || dict.size() != vocab)
@@ -132,7 +133,7 @@ data::Dictionary generation_dictionary(const GenerateConfig& c, const models::Mo
     fail_input(dict_path, "has " + std::to_string(dict.size()) + " symbols but the checkpoint's vocabulary is " +
                               std::to_string(vocab),
                "give the data-bin directory the model was trained on");
-  if (ck.dict_hash != dict.content_hash())
+  if (!models::dictionary_matches(ck, dict.content_hash()))
     fail_input(dict_path, "is not the dictionary the checkpoint was trained with (hash " + dict.content_hash() +
                               ", checkpoint " + ck.dict_hash + ")",
                "give the data-bin directory the model was trained on");

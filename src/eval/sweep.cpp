@@ -29,7 +29,7 @@ int run_sweep(const SweepConfig& cfg) {
   for (size_t i = 0; i < cfg.paths.size(); ++i) {
     models::ModelFile ck;
     auto model = load_eval_model(cfg.paths[i], nlohmann::json::object(), &ck);
-    if (ck.dict_hash != data.dict_hash)
+    if (!models::dictionary_matches(ck, data.dict_hash) || model->info().vocab_size != data.vocab_size)
       fail_input(cfg.paths[i], "was trained with another dictionary than " + data.dict_path,
                  "sweep checkpoints trained on this data-bin");
     const models::ModelInfo info = model->info();

@@ -5,6 +5,9 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "models/fairseq/fairseq_import.h"
+#include "tensor/torch_file.h"
 
 namespace stretch::models {
 namespace {
@@ -13,17 +16,30 @@ bool is_training_state(const std::string& name) {
   return name.rfind("optimizer.", 0) == 0 || name.rfind("segment.", 0) == 0;
 }
 
-// A PyTorch .pt (zip archive, or a legacy pickle) instead of safetensors: say what it is.
-void refuse_torch_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  unsigned char magic[4] = {0, 0, 0, 0};
-  in.read(reinterpret_cast<char*>(magic), 4);
-  const bool zip = magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4;
-  const bool pickle = magic[0] == 0x80 && magic[1] >= 2 && magic[1] <= 5;
-  if (zip || pickle)
-    fail_input(path, std::string("is a PyTorch checkpoint (") + (zip ? "zip archive" : "pickle") +
-                         "), not a stretch model file (safetensors)",
-               "a fairseq checkpoint cannot be read directly; stretch reads files written by `stretch train`");
+// A PyTorch/fairseq .pt: imported in memory (models/fairseq), with one line saying so.
+ModelFile read_fairseq_file(const std::string& path) {
+  FairseqImport imp;
+  try {
+    imp = import_fairseq(path);
+  } catch (const Error& e) {
+    // "PATH: message\n  hint: hint" (core/error.h) → "PATH: is a PyTorch checkpoint (KIND) ...: message".
+    std::string message = e.what();
+    if (!e.hint().empty()) message.resize(message.size() - std::string("\n  hint: ").size() - e.hint().size());
+    if (message.rfind(path + ": ", 0) == 0) message = message.substr(path.size() + 2);
+    throw Error(e.kind(), path + ": is a PyTorch checkpoint (" + torch_file_kind(path) +
+                              ") that stretch cannot import: " + message, e.hint());
+  }
+  log_info(path + " is a fairseq checkpoint: converted in memory (" + imp.notes.front() +
+           "); `stretch import-fairseq` converts it once");
+  for (size_t k = 1; k < imp.notes.size(); ++k)
+    if (imp.notes[k].rfind("config from", 0) != 0) log_warning(path + ": " + imp.notes[k]);
+  ModelFile m;
+  m.format = kFairseqFormat;
+  m.config = imp.config;
+  m.model = model_keys(m.config, path);
+  m.file.path = path;
+  m.file.tensors = std::move(imp.tensors);
+  return m;  // dict_hash "": fairseq stores no dictionary; callers check the vocabulary size
 }
 
 }  // namespace
@@ -48,7 +64,7 @@ void write_model_file(const std::string& path, const LanguageModel& model, const
 ModelFile read_model_file(const std::string& path) {
   if (!std::filesystem::exists(path))
     fail_input(path, "checkpoint not found", "check --path / --save-dir; stretch writes checkpoint_last.pt and checkpoint_best.pt");
-  refuse_torch_file(path);
+  if (looks_like_torch_file(path)) return read_fairseq_file(path);
   ModelFile m;
   m.file = load_safetensors(path);
   auto meta = [&](const char* key) -> const std::string& {
@@ -112,4 +128,10 @@ std::unique_ptr<LanguageModel> load_model(const std::string& path, const nlohman
   return model;
 }
 
+}  // namespace stretch::models
+
+namespace stretch::models {
+bool dictionary_matches(const ModelFile& m, const std::string& data_dict_hash) {
+  return m.dict_hash.empty() || m.dict_hash == data_dict_hash;
+}
 }  // namespace stretch::models

@@ -8,6 +8,10 @@
 // `stretch generate --path M` needs no data directory; files written before it was stored
 // have no "dictionary" and still load). Tensors named "optimizer.*" and "segment.*" belong to
 // the training state and are not weights. Writes are atomic (save_safetensors).
+// A fairseq checkpoint (torch.save .pt, zip or legacy) given where a model file is read is
+// imported in memory (models/fairseq/fairseq_import.h), with one log line saying so: its
+// format is "fairseq" and its dict_hash is empty (fairseq stores no dictionary; callers then
+// check the vocabulary size only, as fairseq does).
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,6 +25,7 @@ namespace stretch::models {
 
 inline constexpr const char* kModelFileFormat = "stretch-model-1";
 inline constexpr const char* kCheckpointFormat = "stretch-checkpoint-1";
+inline constexpr const char* kFairseqFormat = "fairseq";  // imported in memory from a .pt
 
 struct ModelFile {
   std::string format;
@@ -48,6 +53,9 @@ ModelFile read_model_file(const std::string& path);
 // Copies the file's weights into `model`. A missing, extra (other than training state) or
 // mis-shaped tensor is an error naming the file and the tensor ("another architecture").
 void load_weights(LanguageModel& model, const ModelFile& file);
+// True when the file's dictionary is the data's (or unknown: an imported fairseq file, or one
+// imported without --dict).
+bool dictionary_matches(const ModelFile& m, const std::string& data_dict_hash);
 // Builds the model of a file with --model-overrides applied.
 std::unique_ptr<LanguageModel> load_model(const std::string& path, const nlohmann::json& overrides, OverrideUse use,
                                           ModelFile* contents = nullptr);

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "optim/optimizer.h"
+#include "tensor/torch_file.h"
 
 namespace stretch::train {
 
@@ -85,6 +86,10 @@ void save_checkpoint(const std::string& path, const models::LanguageModel& model
 }
 
 CheckpointContents read_checkpoint(const std::string& path) {
+  if (const std::string kind = torch_file_kind(path); !kind.empty())
+    fail_input(path, "is a PyTorch checkpoint (" + kind + "): stretch train cannot resume fairseq's training state",
+               "eval-lm/sweep/generate read it directly; `stretch import-fairseq " + path +
+                   " --out M` converts the weights once (training then starts afresh from them is not built yet)");
   CheckpointContents c;
   static_cast<models::ModelFile&>(c) = models::read_model_file(path);
   auto meta = [&](const char* key) -> const std::string& {

@@ -1,0 +1,35 @@
+// cli/cmd_export_fairseq.cpp — `stretch export-fairseq MODEL --out OUT.pt`: a stretch model file
+// (or training checkpoint; its weights) → a checkpoint fairseq-eval-lm loads
+// (models/fairseq/fairseq_export.h).
+#include <filesystem>
+#include <iostream>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "models/fairseq/fairseq_export.h"
+#include "models/model_file.h"
+
+namespace stretch::cli {
+
+void add_export_fairseq(CLI::App& sub, Runner& run) {
+  struct Options {
+    CommonOptions common;
+    std::string in, out;
+  };
+  auto o = std::make_shared<Options>();
+  add_common_options(sub, o->common);
+  sub.add_option("model", o->in, "a stretch model file or checkpoint")->required();
+  sub.add_option("--out", o->out, "the fairseq checkpoint (.pt) to write")->required();
+  run = [o] {
+    apply_common_options(o->common);
+    if (std::filesystem::exists(o->out) && std::filesystem::equivalent(o->in, o->out))
+      fail_usage("--out " + o->out + " is the model being exported", "write the .pt elsewhere");
+    auto model = models::load_model(o->in, nlohmann::json::object(), models::OverrideUse::Evaluation);
+    models::export_fairseq(*model, o->out);
+    std::cout << "export-fairseq | wrote " << o->out << " (fairseq transformer_lm, args Namespace; evaluate with "
+              << "fairseq-eval-lm DATA --path " << o->out << ")\n";
+    return 0;
+  };
+}
+
+}  // namespace stretch::cli

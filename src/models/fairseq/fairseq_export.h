@@ -1,0 +1,19 @@
+// models/fairseq/fairseq_export.h — a stretch transformer_lm → a checkpoint fairseq-eval-lm loads.
+// Contract: writes torch's zip container (tensor/torch_file.h: "<stem>/data.pkl", "version",
+// "data/<k>") holding {"args": argparse.Namespace(arch, task, criterion and every model key
+// fairseq's transformer_lm reads, with stretch's values), "model": the state dict under fairseq's
+// names (tied output: output_projection.weight shares the embedding's storage; sinusoidal
+// positions: the _float_tensor buffer), "optimizer_history", "extra_state"}. The argparse form is
+// used because fairseq fills every option it does not find from its own defaults
+// (convert_namespace_to_omegaconf), so the file needs no copy of fairseq's config tree.
+// Positions fairseq has no module for (alibi, rope, t5) are a usage error naming --pos.
+#pragma once
+#include <string>
+
+#include "models/language_model.h"
+
+namespace stretch::models {
+
+void export_fairseq(const LanguageModel& model, const std::string& path);
+
+}  // namespace stretch::models

@@ -1,0 +1,291 @@
+// models/fairseq/fairseq_import.cpp — see fairseq_import.h. The transformer_lm mapping table is
+// kTransformerLm below; a family (adaptive, adaptive_span, transformer_xl) is one more table and
+// one more tensor rule list.
+#include "models/fairseq/fairseq_import.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "models/transformer_lm/config.h"
+#include "tensor/torch_file.h"
+
+namespace stretch::models {
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+const char* kHint = "stretch imports fairseq transformer_lm checkpoints (docs/fairseq.md lists what maps)";
+
+// A Python value from a checkpoint's config as JSON (what the field tables read).
+nlohmann::json to_json(const Value& v) {
+  switch (v.kind) {
+    case Kind::None: return nullptr;
+    case Kind::Bool: return v.b;
+    case Kind::Int: return v.s.empty() ? nlohmann::json(v.i) : nlohmann::json(v.repr());
+    case Kind::Float: return v.f;
+    case Kind::String: return v.s;
+    case Kind::List: case Kind::Tuple: {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& x : v.items) a.push_back(to_json(*x));
+      return a;
+    }
+    case Kind::Dict: case Kind::Object: {
+      nlohmann::json o = nlohmann::json::object();
+      for (const auto& [k, x] : v.dict)
+        if (k->kind == Kind::String) o[k->s] = to_json(*x);
+      return o;
+    }
+    default: return v.repr();
+  }
+}
+
+// The mapping of one family. Keys of the fairseq model config:
+//   mapped     read by convert() below;
+//   neutral    a feature stretch lacks: the value must be the listed one (else an error);
+//   ignored    training-only or evaluation-irrelevant (dropouts, checkpointing, sharding).
+struct FamilyMapping {
+  std::vector<std::string> archs;
+  std::set<std::string> mapped;
+  std::vector<std::pair<std::string, nlohmann::json>> neutral;
+  std::set<std::string> ignored;
+};
+
+const FamilyMapping kTransformerLm = {
+    .archs = {"transformer_lm", "transformer_lm_big", "transformer_lm_baevski_wiki103", "transformer_lm_wiki103",
+              "transformer_lm_gbw", "transformer_lm_baevski_gbw", "transformer_lm_gpt", "transformer_lm_gpt2_small",
+              "transformer_lm_gpt2_tiny", "transformer_lm_gpt2_medium", "transformer_lm_gpt2_big"},
+    .mapped = {"_name", "arch", "activation_fn", "dropout", "attention_dropout", "activation_dropout", "relu_dropout",
+               "decoder_embed_dim", "decoder_output_dim", "decoder_input_dim", "decoder_ffn_embed_dim",
+               "decoder_layers", "decoder_attention_heads", "decoder_normalize_before", "no_decoder_final_norm",
+               "no_token_positional_embeddings", "share_decoder_input_output_embed", "decoder_learned_pos",
+               "no_scale_embedding", "tokens_per_sample", "max_target_positions", "max_tokens"},
+    .neutral = {{"adaptive_softmax_cutoff", nullptr},   {"adaptive_input", false},
+                {"character_embeddings", false},        {"tie_adaptive_weights", false},
+                {"layernorm_embedding", false},         {"decoder_layers_to_keep", nullptr},
+                {"base_layers", 0},                     {"scale_fc", false},
+                {"scale_attn", false},                  {"scale_heads", false},
+                {"scale_resids", false},                {"decoder_xformers_att_config", nullptr},
+                {"add_bos_token", false},               {"cross_self_attention", false},
+                {"quant_noise_pq", 0.0},                {"quant_noise_scalar", 0.0}},
+    .ignored = {"adaptive_softmax_dropout", "adaptive_softmax_factor", "character_filters", "character_embedding_dim",
+                "char_embedder_highway_layers", "adaptive_input_factor", "adaptive_input_cutoff", "tie_adaptive_proj",
+                "checkpoint_activations", "offload_activations", "decoder_layerdrop", "quant_noise_pq_block_size",
+                "min_params_to_wrap", "base_sublayers", "base_shuffle", "tpu"},
+};
+
+bool is_neutral(const nlohmann::json& got, const nlohmann::json& want) {
+  if (got.is_null()) return want.is_null() || want == false || want == 0;
+  if (want.is_boolean()) return (got.is_boolean() && got == want) || (got.is_number() && (got != 0) == want.get<bool>());
+  if (want.is_number()) return got.is_number() && got.get<double>() == want.get<double>();
+  return false;
+}
+
+double num(const nlohmann::json& m, const std::string& key, double dflt) {
+  auto it = m.find(key);
+  return it == m.end() || it->is_null() ? dflt : it->get<double>();
+}
+bool flag(const nlohmann::json& m, const std::string& key, bool dflt) {
+  auto it = m.find(key);
+  if (it == m.end() || it->is_null()) return dflt;
+  return it->is_boolean() ? it->get<bool>() : it->get<double>() != 0;
+}
+
+struct StateDict {
+  std::map<std::string, const Value*> tensors;  // fairseq name → Tensor value
+  std::set<std::string> used;
+};
+
+}  // namespace
+
+FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions& options) {
+  TorchFile file = load_torch_file(path);
+  const Value& root = *file.root;
+  if (root.kind != Kind::Dict)
+    fail_input(path, std::string("holds a ") + pickle::kind_name(root.kind) + ", not a fairseq checkpoint dict", kHint);
+  const Value* model_sd = root.get("model");
+  if (!model_sd || model_sd->kind != Kind::Dict)
+    fail_input(path, "has no 'model' state dict (not a fairseq checkpoint)", kHint);
+
+  FairseqImport out;
+  out.container = file.container;
+  // The model config: cfg.model (a dict, or a Namespace in fairseq 1.0 pre-releases) or args.
+  nlohmann::json m, task;
+  const Value* cfg = root.get("cfg");
+  const Value* args = root.get("args");
+  if (cfg && cfg->kind == Kind::Dict && cfg->get("model") && cfg->get("model")->kind != Kind::None) {
+    m = to_json(*cfg->get("model"));
+    if (const Value* t = cfg->get("task")) task = to_json(*t);
+    out.notes.push_back("config from cfg.model");
+  } else if (args && args->kind == Kind::Object) {
+    m = to_json(*args);
+    task = m;
+    out.notes.push_back("config from the argparse-era args Namespace");
+  } else {
+    fail_input(path, "has neither cfg.model nor args (no model config)", kHint);
+  }
+  if (!m.is_object()) fail_input(path, "model config is not a dict", kHint);
+  out.fairseq_arch = m.contains("arch") && m["arch"].is_string() ? m["arch"].get<std::string>()
+                     : m.contains("_name") && m["_name"].is_string() ? m["_name"].get<std::string>()
+                                                                       : "";
+  if (task.is_object() && task.contains("data") && task["data"].is_string()) out.task_data = task["data"];
+
+  const FamilyMapping& map = kTransformerLm;
+  if (std::find(map.archs.begin(), map.archs.end(), out.fairseq_arch) == map.archs.end())
+    fail_input(path, "fairseq arch '" + out.fairseq_arch + "' is not imported yet",
+               "stretch imports the transformer_lm family (" + std::to_string(map.archs.size()) + " arch names)");
+  for (const auto& [key, want] : map.neutral) {
+    auto it = m.find(key);
+    if (it != m.end() && !is_neutral(*it, want))
+      fail_input(path, "model config key '" + key + "' is " + it->dump() + ": stretch's transformer_lm has no such feature",
+                 "only checkpoints with " + key + " = " + want.dump() + " import today");
+  }
+  // Argparse-era args hold every option of every group: only keys that look like model options
+  // (decoder_*, *_embed*, adaptive_*) and are unknown are worth reporting.
+  const bool namespace_config = args && !(cfg && cfg->kind == Kind::Dict && cfg->get("model"));
+  std::vector<std::string> unknown;
+  std::set<std::string> neutral_keys;
+  for (const auto& [k, v] : map.neutral) neutral_keys.insert(k);
+  for (auto& [key, value] : m.items()) {
+    if (map.mapped.count(key) || map.ignored.count(key) || neutral_keys.count(key)) continue;
+    if (namespace_config && key.find("decoder") == std::string::npos && key.find("embed") == std::string::npos &&
+        key.find("adaptive") == std::string::npos && key.find("alibi") == std::string::npos)
+      continue;
+    unknown.push_back(key + "=" + value.dump());
+  }
+  if (!unknown.empty()) {
+    std::string s = "model config keys stretch does not know (not used; check they do not change the model):";
+    for (const auto& u : unknown) s += " " + u;
+    out.notes.push_back(s);
+  }
+
+  StateDict sd;
+  for (const auto& [k, v] : model_sd->dict) {
+    if (k->kind != Kind::String) fail_input(path, "state dict key " + k->repr() + " is not a string", kHint);
+    if (v->kind != Kind::Tensor) fail_input(path, "state dict entry '" + k->s + "' is a " + pickle::kind_name(v->kind), kHint);
+    sd.tensors[k->s] = v.get();
+  }
+  auto take = [&](const std::string& name) -> Tensor {
+    auto it = sd.tensors.find(name);
+    if (it == sd.tensors.end()) fail_input(path, "state dict has no '" + name + "' (the config needs it)", kHint);
+    sd.used.insert(name);
+    return file.to_f32(it->second->tensor, name);
+  };
+  auto has = [&](const std::string& name) { return sd.tensors.count(name) > 0; };
+
+  // --- config ---
+  TransformerLMConfig c = preset("transformer_lm");
+  c.arch = "transformer_lm";
+  c.decoder_layers = static_cast<int64_t>(num(m, "decoder_layers", -1));
+  c.decoder_embed_dim = static_cast<int64_t>(num(m, "decoder_embed_dim", -1));
+  c.decoder_ffn_embed_dim = static_cast<int64_t>(num(m, "decoder_ffn_embed_dim", -1));
+  c.decoder_attention_heads = static_cast<int64_t>(num(m, "decoder_attention_heads", -1));
+  for (const char* k : {"decoder_layers", "decoder_embed_dim", "decoder_ffn_embed_dim", "decoder_attention_heads"})
+    if (num(m, k, -1) <= 0) fail_input(path, std::string("model config has no positive '") + k + "'", kHint);
+  const int64_t C = c.decoder_embed_dim;
+  const int64_t in_dim = static_cast<int64_t>(num(m, "decoder_input_dim", static_cast<double>(C)));
+  const int64_t out_dim = static_cast<int64_t>(num(m, "decoder_output_dim", static_cast<double>(C)));
+  if (in_dim != C || out_dim != C || has("decoder.project_in_dim.weight") || has("decoder.project_out_dim.weight"))
+    fail_input(path,
+               "decoder_input_dim " + std::to_string(in_dim) + " / decoder_output_dim " + std::to_string(out_dim) +
+                   " differ from decoder_embed_dim " + std::to_string(C) +
+                   " (project_in_dim / project_out_dim): stretch's transformer_lm has no such projections yet",
+               "only checkpoints with decoder_input_dim = decoder_output_dim = decoder_embed_dim import today");
+  c.decoder_normalize_before = flag(m, "decoder_normalize_before", false);
+  c.no_decoder_final_norm = flag(m, "no_decoder_final_norm", false);
+  c.share_decoder_input_output_embed = flag(m, "share_decoder_input_output_embed", false);
+  c.no_scale_embedding = flag(m, "no_scale_embedding", false);
+  c.dropout = static_cast<float>(num(m, "dropout", 0.1));
+  c.attention_dropout = static_cast<float>(num(m, "attention_dropout", 0.0));
+  c.activation_dropout = static_cast<float>(num(m, "activation_dropout", num(m, "relu_dropout", 0.0)));
+  c.tokens_per_sample = static_cast<int64_t>(num(m, "tokens_per_sample", 512));
+  const std::string act = m.contains("activation_fn") && m["activation_fn"].is_string() ? m["activation_fn"].get<std::string>() : "relu";
+  if (act != "relu" && act != "gelu")
+    fail_input(path, "activation_fn '" + act + "' is not one stretch has", "stretch has relu and gelu");
+  c.activation_fn = act == "gelu" ? ops::Activation::Gelu : ops::Activation::Relu;
+  const bool no_pos = flag(m, "no_token_positional_embeddings", false);
+  const bool learned = flag(m, "decoder_learned_pos", false);
+  c.pos = no_pos ? PosMethod::None : learned ? PosMethod::Learned : PosMethod::Sinusoidal;
+  const bool fork_trace = m.contains("max_tokens") && c.pos == PosMethod::Sinusoidal;
+  if (options.pos == "alibi") {
+    if (c.pos != PosMethod::Sinusoidal)
+      fail_usage("--pos alibi: " + path + " has " + pos_method_name(c.pos) + " positions, not the ALiBi fork's sinusoidal entry",
+                 "--pos alibi is for checkpoints of the ALiBi fork (sinusoidal embed_positions kept but unused)");
+    c.pos = PosMethod::Alibi;
+    out.notes.push_back("positions: ALiBi (--pos alibi); the stored sinusoidal embed_positions entry is not used");
+  } else if (!options.pos.empty()) {
+    fail_usage("--pos '" + options.pos + "': import takes only --pos alibi", "omit --pos to keep the stored positions");
+  } else if (fork_trace) {
+    out.notes.push_back(
+        "positions: sinusoidal, as stored. The model config has 'max_tokens', which the ALiBi fork's decoder reads: if "
+        "this is an ALiBi-fork checkpoint, import it with --pos alibi");
+  }
+
+  Tensor emb = take("decoder.embed_tokens.weight");  // [V, C]
+  if (emb.rank() != 2 || emb.dim(1) != C)
+    fail_input(path, "decoder.embed_tokens.weight is " + emb.shape().str() + ", expected [V, " + std::to_string(C) + "]", kHint);
+  c.vocab_size = emb.dim(0);
+  c.padding_idx = 1;  // fairseq's Dictionary: <s> <pad> </s> <unk>
+  NamedTensors& t = out.tensors;
+  t.emplace_back("decoder.embed_tokens.weight", emb);
+  sd.used.insert("decoder.version");
+  if (c.pos == PosMethod::Learned) {
+    Tensor pos = take("decoder.embed_positions.weight");  // [P + pad + 1, C]
+    c.max_target_positions = pos.dim(0) - c.padding_idx - 1;
+    t.emplace_back("decoder.embed_positions.weight", pos);
+  } else {
+    c.max_target_positions = static_cast<int64_t>(num(m, "max_target_positions", static_cast<double>(c.tokens_per_sample)));
+    sd.used.insert("decoder.embed_positions._float_tensor");  // sinusoidal: a dtype buffer, no weights
+    if (has("decoder.embed_positions.weight"))
+      fail_input(path, "has decoder.embed_positions.weight but the config says no learned positions", kHint);
+  }
+  for (int64_t l = 0; l < c.decoder_layers; ++l) {
+    const std::string p = "decoder.layers." + std::to_string(l) + ".";
+    for (const char* n : {"self_attn.k_proj.weight", "self_attn.k_proj.bias", "self_attn.v_proj.weight",
+                          "self_attn.v_proj.bias", "self_attn.q_proj.weight", "self_attn.q_proj.bias",
+                          "self_attn.out_proj.weight", "self_attn.out_proj.bias", "self_attn_layer_norm.weight",
+                          "self_attn_layer_norm.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
+                          "final_layer_norm.weight", "final_layer_norm.bias"})
+      t.emplace_back(p + n, take(p + n));
+  }
+  if (c.has_final_norm()) {
+    t.emplace_back("decoder.layer_norm.weight", take("decoder.layer_norm.weight"));
+    t.emplace_back("decoder.layer_norm.bias", take("decoder.layer_norm.bias"));
+  }
+  if (c.share_decoder_input_output_embed) {
+    // Saved twice (one storage): the copy must be the embedding, and stretch keeps one tensor.
+    if (has("decoder.output_projection.weight")) {
+      Tensor o = take("decoder.output_projection.weight");
+      if (o.shape() != emb.shape() || !std::equal(o.f32(), o.f32() + o.numel(), emb.f32()))
+        fail_input(path, "share_decoder_input_output_embed is set but decoder.output_projection.weight differs from "
+                         "decoder.embed_tokens.weight", kHint);
+    }
+  } else {
+    Tensor o = take("decoder.output_projection.weight");
+    if (o.shape() != emb.shape())
+      fail_input(path, "decoder.output_projection.weight is " + o.shape().str() + ", expected " + emb.shape().str(), kHint);
+    t.emplace_back("decoder.output_projection.weight", o);
+  }
+  for (const auto& [name, v] : sd.tensors)
+    if (!sd.used.count(name))
+      fail_input(path, "state dict entry '" + name + "' has no place in the model its config describes", kHint);
+  for (const auto& [name, v] : t)
+    if (v.numel() > 0 && !std::all_of(v.f32(), v.f32() + v.numel(), [](float x) { return std::isfinite(x); }))
+      fail_input(path, "tensor '" + name + "' holds NaN or infinite values", "the checkpoint is damaged; use another one");
+
+  out.config = c.to_json();
+  const int64_t params = [&] {
+    int64_t n = 0;
+    for (const auto& [name, v] : t) n += v.numel();
+    return n;
+  }();
+  out.notes.insert(out.notes.begin(), "fairseq " + out.fairseq_arch + " (" + file.container + " container), " +
+                                          std::to_string(params) + " parameters, pos " + pos_method_name(c.pos) +
+                                          (c.decoder_normalize_before ? ", pre-norm" : ", post-norm") +
+                                          (c.share_decoder_input_output_embed ? ", tied output" : ", untied output"));
+  return out;
+}
+
+}  // namespace stretch::models

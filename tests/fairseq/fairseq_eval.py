@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Runs REAL fairseq-eval-lm (fairseq_cli.eval_lm.cli_main, unchanged) and prints what it
+computed as one JSON object, at full precision (fairseq's log rounds Loss to 4 decimals):
+  {"loss_base2": float, "tokens": int, "nll": [per-token NLL in nats, stream order]}
+"nll" comes from --output-word-probs (fairseq logs ln p to 6 decimals per sample; samples
+are sorted by id, which is stream order for both --tokens-per-sample blocks and
+--context-window). STRETCH_FAIRSEQ_ALIBI=1 evaluates with the ALiBi fork's decoder
+(fairseq_alibi_patch.py). Usage (in the fairseq venv):
+  fairseq_eval.py DATA --path CKPT [more fairseq-eval-lm flags]
+"""
+import json
+import logging
+import re
+import sys
+
+
+def main():
+    import os
+    import fairseq_cli.eval_lm as m
+
+    if os.environ.get("STRETCH_FAIRSEQ_ALIBI") == "1":  # the ALiBi fork's decoder (fairseq_alibi_patch.py)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import fairseq_alibi_patch
+        fairseq_alibi_patch.apply()
+
+    captured = {}
+    samples = {}
+    orig = m.eval_lm
+
+    def eval_lm(*args, **kwargs):
+        out = orig(*args, **kwargs)
+        captured["loss_base2"] = float(out["loss"])
+        return out
+
+    m.eval_lm = eval_lm
+
+    class Grab(logging.Handler):
+        def emit(self, record):
+            msg = record.getMessage()
+            hit = re.match(r"^Evaluated ([\d,]+) tokens", msg)
+            if hit:
+                captured["tokens"] = int(hit.group(1).replace(",", ""))
+                return
+            hit = re.match(r"^(\d+) (.*)$", msg)
+            if hit and "[" in msg:
+                lps = [float(x) for x in re.findall(r" \[(-?[0-9.e+-]+|-?inf)\](?:\t|$)", msg)]
+                samples[int(hit.group(1))] = [-lp for lp in lps]
+
+    logging.getLogger("fairseq_cli.eval_lm").addHandler(Grab())
+    sys.argv = ["fairseq-eval-lm"] + sys.argv[1:] + ["--output-word-probs"]
+    m.cli_main()
+    nll = [x for k in sorted(samples) for x in samples[k]]
+    captured["nll"] = [round(x, 6) for x in nll]
+    print(json.dumps(captured))
+
+
+if __name__ == "__main__":
+    main()
