@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/config_file.h"
+#include "cli/subcommand_name.h"
 #include "core/error.h"
 #include "core/signals.h"
 #include "stretch/version.h"
@@ -45,6 +46,12 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // `stretch frobnicate`: CLI11 alone says "A subcommand is required".
+    if (argc > 1) {
+      std::vector<std::string> names;
+      for (const auto& e : entries) names.emplace_back(e.name);
+      check_subcommand_name(argv[1], names);
+    }
     app.parse(argc, argv);
     // A subcommand's --config FILE: parse again with the file's values (cli/config_file.h).
     std::vector<std::string> args(argv + 1, argv + argc);
@@ -59,6 +66,9 @@ int main(int argc, char** argv) {
   } catch (const stretch::Error& e) {
     std::cerr << "stretch: error: " << e.what() << "\n";
     return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "stretch: error: " << e.what() << "\n";
+    return 2;
   }
   try {
     for (auto& [sub, run] : commands)

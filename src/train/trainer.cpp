@@ -22,6 +22,7 @@
 #include "models/registry.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
+#include "train/memory_estimate.h"
 #include "train/optim_settings.h"
 #include "train/progress.h"
 #include "train/save_dir.h"
@@ -207,6 +208,7 @@ TrainingRun::TrainingRun(TrainConfig config)
     if (c.batch_size_valid > 0) vo.batch_size = c.batch_size_valid;
     valid_split_ = open_lm_split(c.data, c.valid_subset, data_, vo);
   }
+  check_training_memory(c.model);  // before allocating: a bad_alloc after minutes otherwise
   model_ = models::build_model(c.model);
   model_->init(c.seed);
   segment_ = model_->new_segment_state(models::SegmentUse::Training);
