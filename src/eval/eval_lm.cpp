@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "autograd/tape.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/output_file.h"
 #include "data/eval_windows.h"
 #include "tensor/pool.h"
 #include "train/lm_data.h"
@@ -30,7 +32,7 @@ struct NllStats {
   double sum = 0, sum_sq = 0;
   int64_t count = 0;
   int64_t dropped_inf = 0;  // ±inf scores, dropped as fairseq drops them
-  std::ofstream* dump = nullptr;
+  std::ostream* dump = nullptr;
   void add(double nll, int64_t offset, int32_t target) {
     // fairseq (sequence_scorer / eval_lm) drops ±inf scores from the sum and the count, but a
     // NaN would pass its `inf` test and poison the mean: here it is an error, never dropped.
@@ -188,14 +190,15 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
                      std::to_string(L) + ")",
                  "each window scores L - c >= 1 new tokens");
   }
-  std::ofstream dump;
+  // Written under a temporary name and renamed at the end: a full disk or an error leaves no
+  // partial dump (core/output_file.h).
+  std::optional<OutputFile> dump;
   NllStats stats;
   if (!o.word_probs_path.empty()) {
-    dump.open(o.word_probs_path);
-    if (!dump) fail_io(o.word_probs_path, "cannot write the per-token dump", "check that the directory exists");
-    dump << "offset\ttarget\tnll_nats\n";
-    dump.precision(9);
-    stats.dump = &dump;
+    dump.emplace(o.word_probs_path, "the per-token dump (--dump-nll / --output-word-probs)");
+    dump->stream() << "offset\ttarget\tnll_nats\n";
+    dump->stream().precision(9);
+    stats.dump = &dump->stream();
   }
   const double t0 = now_seconds();
   EvalResult r;
@@ -225,10 +228,7 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
   r.ppl = std::pow(2.0, r.loss2);
   r.stderr2 = stats.count > 1 ? std::sqrt(var / (stats.count - 1)) / kLn2 : 0.0;
   r.tokens_per_second = stats.count / std::max(r.seconds, 1e-9);
-  if (dump.is_open()) {
-    dump.close();
-    if (!dump) fail_io(o.word_probs_path, "write failed (disk full?)");
-  }
+  if (dump) dump->commit();
   return r;
 }
 
@@ -306,11 +306,7 @@ int run_eval_lm(const EvalLmConfig& cfg) {
     j["byte_level"] = data.byte_level;
     if (data.byte_level) j["bits_per_byte"] = r.loss2;
     j["peak_rss_mb"] = peak_rss_mb();
-    std::ofstream out(cfg.results_json);
-    if (!out) fail_io(cfg.results_json, "cannot write the results", "check that the directory exists");
-    out << j.dump(2) << "\n";
-    out.close();
-    if (!out) fail_io(cfg.results_json, "write failed (disk full?)");
+    write_file_atomically(cfg.results_json, "the results (--results-json)", j.dump(2) + "\n");
   }
   return 0;
 }
