@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,13 @@ int main(int argc, char** argv) {
   } catch (const stretch::Error& e) {
     std::cerr << "stretch: error: " << e.what() << "\n";
     return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    // Models too large for the machine are refused before allocation (train/memory_estimate.h);
+    // this is activations, data or a memory limit such as `ulimit -v`.
+    std::cerr << "stretch: error: out of memory (std::bad_alloc)\n  hint: a memory limit (ulimit -v, a cgroup) or "
+                 "the machine's memory is too small for this run: lower --max-tokens / --batch-size / "
+                 "--tokens-per-sample, or the model size\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "stretch: error: " << e.what() << "\n";
     return 1;
