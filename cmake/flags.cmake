@@ -14,3 +14,12 @@ if(STRETCH_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
 endif()
+if(STRETCH_FUZZ)
+  # libFuzzer (clang only; Debian's libclang-rt-14-dev): every library is instrumented for coverage
+  # with ASan+UBSan, the fuzz targets link the fuzzer's main (tests/fuzz/CMakeLists.txt).
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "STRETCH_FUZZ needs clang: configure with -DCMAKE_CXX_COMPILER=clang++ (tests/fuzz/run.sh does)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -15,6 +15,7 @@ PACKAGES=(
   python3 python3-numpy python3-torch python3-venv  # parity oracle (Debian's torch 1.13)
   libopenblas0-openmp libtcmalloc-minimal4  # PyTorch anchors (bench/torch_lm.py): MEASURED.md's tuned setup
   gnuplot-nox                 # extrapolation plot (PNG + SVG)
+  clang libclang-rt-14-dev libomp-dev  # libFuzzer targets (tests/fuzz/run.sh; clang's OpenMP)
   wget ca-certificates unzip  # data script (downloads, the WikiText-103 zip)
   libzip-dev                  # PyTorch .pt (zip) checkpoints: fairseq import/export
 )

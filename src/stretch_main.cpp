@@ -3,12 +3,14 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
+#include <new>
 #include <utility>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/config_file.h"
 #include "cli/usage_check.h"
+#include "cli/subcommand_name.h"
 #include "core/error.h"
 #include "core/signals.h"
 #include "stretch/version.h"
@@ -58,6 +60,12 @@ int main(int argc, char** argv) {
         }
       }
   try {
+    // `stretch frobnicate`: CLI11 alone says "A subcommand is required".
+    if (argc > 1) {
+      std::vector<std::string> names;
+      for (const auto& e : entries) names.emplace_back(e.name);
+      check_subcommand_name(argv[1], names);
+    }
     app.parse(argc, argv);
     // A subcommand's --config FILE: parse again with the file's values (cli/config_file.h).
     std::vector<std::string> args(argv + 1, argv + argc);
@@ -72,6 +80,9 @@ int main(int argc, char** argv) {
   } catch (const stretch::Error& e) {
     std::cerr << "stretch: error: " << e.what() << "\n";
     return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "stretch: error: " << e.what() << "\n";
+    return 2;
   }
   try {
     for (auto& [sub, run] : commands)
@@ -80,6 +91,13 @@ int main(int argc, char** argv) {
   } catch (const stretch::Error& e) {
     std::cerr << "stretch: error: " << e.what() << "\n";
     return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    // Models too large for the machine are refused before allocation (train/memory_estimate.h);
+    // this is activations, data or a memory limit such as `ulimit -v`.
+    std::cerr << "stretch: error: out of memory (std::bad_alloc)\n  hint: a memory limit (ulimit -v, a cgroup) or "
+                 "the machine's memory is too small for this run: lower --max-tokens / --batch-size / "
+                 "--tokens-per-sample, or the model size\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "stretch: error: " << e.what() << "\n";
     return 1;

@@ -31,15 +31,15 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
   sub.add_option("--path", c.path, "checkpoint (a stretch .pt/.safetensors file)")->required();
   sub.add_option("--gen-subset", c.gen_subset, "split to evaluate")->capture_default_str();
   sub.add_option("--tokens-per-sample", o.tokens_per_sample, "evaluation length L (default: the model's)")
-      ->check(CLI::PositiveNumber);
+      ->transform(int_at_least(1, "the evaluation length in tokens"));
   sub.add_option("--context-window", o.context_window, "tokens of context before each scored block (sliding window)")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(int_at_least(0, "0: non-overlapping blocks"));
   sub.add_option("--stride", o.stride, "score S new tokens per window: the same as --context-window L-S")
-      ->check(CLI::PositiveNumber);
+      ->transform(int_at_least(1, "new tokens scored per window"));
   sub.add_option("--max-sentences,--batch-size", o.max_sentences, "windows per forward pass")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(int_at_least(0, "0: no limit"));
   sub.add_option("--max-tokens", o.max_tokens, "block tokens (without context) per forward pass")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(int_at_least(0, "0: no limit"));
   sub.add_option("--model-overrides", f->overrides, "Python dict literal or JSON of model config keys");
   sub.add_option("--sample-break-mode", f->break_mode, "blocks ignore line breaks (fairseq's none)")
       ->check(CLI::IsMember({"none"}));

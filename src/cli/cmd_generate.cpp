@@ -39,7 +39,7 @@ void add_generate(CLI::App& sub, Runner& run) {
   sub.add_option("--prompt", c.prompt, "text to continue (tokenised like the training data)");
   sub.add_option("--max-len,--max-len-b", c.sampling.max_len, "new tokens to generate")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(int_at_least(0, "new tokens to generate"));
   sub.add_option("--temperature", c.sampling.temperature, "0: greedy")
       ->capture_default_str()
       ->check(finite_where([](double v) { return v >= 0; }, "must be a finite number >= 0 (0: greedy)"));
@@ -49,7 +49,7 @@ void add_generate(CLI::App& sub, Runner& run) {
       ->capture_default_str()
       ->check(finite_where([](double v) { return v > 0 && v <= 1; }, "must be a number in (0, 1] (1: off)"));
   sub.add_option("--seed", c.seed)->capture_default_str();
-  sub.add_option("--nbest", c.nbest, "number of samples")->capture_default_str()->check(CLI::PositiveNumber);
+  sub.add_option("--nbest", c.nbest, "number of samples")->capture_default_str()->transform(int_at_least(1, "samples to draw"));
   sub.add_option("--model-overrides", *overrides, "JSON or Python dict literal of model config keys");
   run = [cfg, common, overrides] {
     apply_common_options(*common);

@@ -30,7 +30,7 @@ void add_preprocess(CLI::App& sub, Runner& run) {
   sub.add_option("--srcdict", o->cfg.srcdict, "reuse this dict.txt instead of building one");
   sub.add_option("--workers", o->cfg.workers, "threads; the output does not depend on it")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->transform(int_at_least(1, "threads"));
   sub.add_option("--thresholdsrc", o->cfg.finalize.threshold, "keep words seen at least this many times")
       ->capture_default_str();
   sub.add_option("--nwordssrc", o->cfg.finalize.nwords,

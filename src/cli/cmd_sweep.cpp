@@ -17,8 +17,10 @@ void add_sweep(CLI::App& sub, Runner& run) {
       ->transform(int_at_least(1, "an evaluation length in tokens, e.g. 64,128,256"))
       ->required();
   sub.add_option("--gen-subset", c.gen_subset)->capture_default_str();
-  sub.add_option("--context-window", c.options.context_window, "context tokens per window at every length");
-  sub.add_option("--stride", c.options.stride, "score S new tokens per window at every length")->check(CLI::PositiveNumber);
+  sub.add_option("--context-window", c.options.context_window, "context tokens per window at every length")
+      ->transform(int_at_least(0, "0: non-overlapping blocks"));
+  sub.add_option("--stride", c.options.stride, "score S new tokens per window at every length")
+      ->transform(int_at_least(1, "new tokens scored per window"));
   sub.add_flag("--sliding", c.sliding, "sliding window with context L-1 at every length (slow: L x the tokens)");
   sub.add_option("--max-sentences,--batch-size", c.options.max_sentences, "windows per forward pass");
   sub.add_option("--max-tokens", c.options.max_tokens);

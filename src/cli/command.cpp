@@ -13,7 +13,7 @@ namespace stretch::cli {
 void add_common_options(CLI::App& sub, CommonOptions& opts) {
   sub.add_option("--threads", opts.threads,
                  "threads for OpenMP kernels and GEMM (0: OMP_NUM_THREADS, else all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(int_at_least(0, "0: OMP_NUM_THREADS, else all cores"));
   sub.add_flag_callback(
       "--bf16", [&opts] { opts.precision = ops::GemmPrecision::Bf16; },
       "bf16 matrix products with fp32 accumulation (fp32 master weights, norms, softmax, loss, checkpoints)");

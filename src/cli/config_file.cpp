@@ -2,6 +2,7 @@
 #include "cli/config_file.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -78,6 +79,9 @@ std::optional<std::vector<std::string>> json_config_arguments(CLI::App& app, con
   for (const ConfigSetting& s : registry()) {
     if (!s.sub->parsed() || s.path->empty()) continue;
     const std::string& path = *s.path;
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))  // reading a directory throws std::ios_failure
+      fail_usage("--config " + path + ": is a directory, not a file", "give the path of a JSON config file");
     std::ifstream in(path);
     if (!in) fail_usage("--config " + path + ": cannot open the file", "give the path of a JSON config file");
     nlohmann::json j;
@@ -85,6 +89,8 @@ std::optional<std::vector<std::string>> json_config_arguments(CLI::App& app, con
       in >> j;
     } catch (const nlohmann::json::exception& e) {
       fail_usage("--config " + path + ": not valid JSON: " + e.what(), "write a JSON object of flag names");
+    } catch (const std::ios_base::failure& e) {
+      fail_usage("--config " + path + ": cannot read the file: " + e.what(), "give the path of a JSON config file");
     }
     if (!j.is_object()) fail_usage("--config " + path + ": the file must hold a JSON object of flag names");
     std::map<std::string, Item> items;

@@ -5,6 +5,18 @@
 #include "core/error.h"
 
 namespace stretch::cli {
+namespace {
+// s as a JSON string. Bytes that are not UTF-8 make nlohmann throw a type_error, which used to
+// escape as "a bug in stretch" (found by tests/fuzz/fuzz_model_overrides).
+std::string quoted(const std::string& s, const std::string& text) {
+  try {
+    return nlohmann::json(s).dump();
+  } catch (const nlohmann::json::exception&) {
+    fail_usage("--model-overrides: the string '" + s + "' is not valid UTF-8 (in " + text + ")",
+               "write keys and values in UTF-8 (or ASCII)");
+  }
+}
+}  // namespace
 
 nlohmann::json parse_model_overrides(const std::string& text) {
   std::string j;
@@ -23,7 +35,7 @@ nlohmann::json parse_model_overrides(const std::string& text) {
       }
       if (i >= n) fail_usage("--model-overrides: unterminated string in " + text);
       ++i;
-      j += nlohmann::json(s).dump();
+      j += quoted(s, text);
     } else if (word_char(ch)) {
       std::string w;
       while (i < n && word_char(text[i])) w += text[i++];
@@ -31,7 +43,7 @@ nlohmann::json parse_model_overrides(const std::string& text) {
       else if (w == "False") j += "false";
       else if (w == "None") j += "null";
       else if (std::isdigit(static_cast<unsigned char>(w[0])) || w[0] == '-' || w[0] == '+' || w[0] == '.') j += w;
-      else j += nlohmann::json(w).dump();  // a bare identifier (shell ate the quotes)
+      else j += quoted(w, text);  // a bare identifier (shell ate the quotes)
     } else {
       j += ch;
       ++i;

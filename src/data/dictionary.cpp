@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -175,9 +177,12 @@ void Dictionary::save(const std::string& path) const {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) fail_io(path, "cannot create the dictionary file", "check that the directory exists and is writable");
   const std::string text = to_text();
+  errno = 0;
   f.write(text.data(), static_cast<std::streamsize>(text.size()));
   f.close();
-  if (!f) fail_io(path, "write failed (disk full?)");
+  if (!f)
+    fail_io(path, std::string("write failed: ") + (errno ? std::strerror(errno) : "the stream reported an error"),
+            "is the disk full?");
 }
 
 void Dictionary::finalize(const FinalizeParams& p) {

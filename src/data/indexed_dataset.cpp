@@ -25,7 +25,16 @@ T load_le(const uint8_t* p) {  // the host is little-endian (x86-64, aarch64), a
 
 template <class T>
 void convert(const uint8_t* src, int64_t count, int32_t* out) {
-  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(load_le<T>(src + i * static_cast<int64_t>(sizeof(T))));
+  for (int64_t i = 0; i < count; ++i) {
+    const T v = load_le<T>(src + i * static_cast<int64_t>(sizeof(T)));
+    if constexpr (std::is_floating_point_v<T>) {
+      // A float outside int32 (or NaN) has no int32 value (the cast would be undefined; found by
+      // tests/fuzz/fuzz_mmidx): -1, an id validate_ids() reports with its byte offset.
+      out[i] = v >= -2147483648.0 && v < 2147483648.0 ? static_cast<int32_t>(v) : -1;
+    } else {
+      out[i] = static_cast<int32_t>(v);
+    }
+  }
 }
 
 // Calls f(index, value as double-or-int64) until f returns false; returns the failing index or -1.

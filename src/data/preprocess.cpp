@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -114,9 +115,15 @@ class StagingDir {
   const fs::path& path() const { return path_; }
 
   // Move everything into dest: a rename of the whole directory when dest does not exist,
-  // else one rename per file (each atomic; together they replace the files of one run).
-  void commit() {
+  // else one rename per file (each atomic; together they replace the files of one run). `stale`:
+  // files of dest to remove first (splits the new dictionary does not cover).
+  void commit(const std::vector<fs::path>& stale = {}) {
     std::error_code ec;
+    for (const fs::path& f : stale) {
+      fs::remove(f, ec);
+      if (ec) fail_io(f.string(), "cannot remove a split binarized with the old dictionary: " + ec.message(),
+                      "remove it by hand, or preprocess into a new --destdir");
+    }
     if (!fs::exists(dest_, ec)) {
       fs::rename(path_, dest_, ec);
       if (ec) fail_io(dest_.string(), "cannot move the finished output into place: " + ec.message());
@@ -135,6 +142,40 @@ class StagingDir {
  private:
   fs::path dest_, path_;
 };
+
+// Splits already in dest (train/valid*/test* .bin/.idx, the names preprocess writes) that this run
+// does not write and that were binarized with another dictionary than `new_dict` (issue 17, defect
+// 9: train and eval-lm read them with the new dict.txt). Same dictionary: kept.
+std::vector<fs::path> stale_splits(const fs::path& dest, const Dictionary& new_dict, const std::vector<SplitInput>& inputs) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(dest, ec)) return out;
+  std::string old_hash = "(none)";
+  try {
+    if (fs::exists(dest / "dict.txt", ec)) old_hash = Dictionary::load((dest / "dict.txt").string()).content_hash();
+  } catch (const Error&) {
+    old_hash = "(unreadable)";
+  }
+  if (old_hash == new_dict.content_hash()) return out;
+  auto is_split_name = [](const std::string& stem) {
+    for (const char* base : {"train", "valid", "test"}) {
+      const std::string b = base;
+      if (stem.rfind(b, 0) == 0 && stem.find_first_not_of("0123456789", b.size()) == std::string::npos) return true;
+    }
+    return false;
+  };
+  for (const auto& entry : fs::directory_iterator(dest, ec)) {
+    const fs::path& p = entry.path();
+    if (p.extension() != ".bin" && p.extension() != ".idx") continue;
+    const std::string stem = p.stem().string();
+    if (!is_split_name(stem)) continue;
+    bool written = false;
+    for (const auto& in : inputs) written = written || in.name == stem;
+    if (!written) out.push_back(p);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 }  // namespace
 
@@ -238,11 +279,19 @@ PreprocessReport preprocess(const PreprocessConfig& cfg) {
   {
     const std::string path = (stage.path() / "preprocess.json").string();
     std::ofstream f(path);
+    errno = 0;
     f << meta.dump(2) << "\n";
     f.close();
-    if (!f) fail_io(path, "write failed (disk full?)");
+    if (!f)
+      fail_io(path, std::string("write failed: ") + (errno ? std::strerror(errno) : "the stream reported an error"),
+              "is the disk full?");
   }
-  stage.commit();
+  // --dict-only rewrites no split: every old split binarized with another dictionary is stale.
+  const std::vector<fs::path> stale = stale_splits(dest, dict, cfg.dict_only ? std::vector<SplitInput>{} : inputs);
+  for (const fs::path& f : stale)
+    log_warning("preprocess: removing " + f.string() + ": binarized with the dictionary this run replaces (" +
+                "train and eval-lm would read it with the new dict.txt); preprocess its text again to keep it");
+  stage.commit(stale);
   log_info("preprocess: wrote " + dest.string() + "/ (dict.txt, " + std::to_string(cfg.dict_only ? 0 : inputs.size()) + " split(s), " +
            dtype_code_name(dtype) + " ids)");
   return report;

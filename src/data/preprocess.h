@@ -8,8 +8,10 @@
 //     fairseq ignores it).
 //   * All inputs are opened and checked before anything is written. Output goes to a fresh
 //     temporary directory next to DESTDIR and is moved into place only when every file is
-//     complete, so an error never leaves partial output (files already in DESTDIR that this
-//     run does not produce are left alone).
+//     complete, so an error never leaves partial output. Files already in DESTDIR that this
+//     run does not produce are left alone, except splits (train/valid*/test* .bin/.idx) binarized
+//     with another dictionary than the one this run writes: they are removed, each with a
+//     warning, since train and eval-lm would read them with the new dict.txt.
 //   * The result does not depend on `workers`.
 #pragma once
 #include <cstdint>

@@ -9,11 +9,13 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "autograd/tape.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/output_file.h"
 #include "core/progress_display.h"
 #include "core/signals.h"
 #include "data/eval_windows.h"
@@ -35,7 +37,7 @@ struct NllStats {
   double sum = 0, sum_sq = 0;
   int64_t count = 0;
   int64_t dropped_inf = 0;  // ±inf scores, dropped as fairseq drops them
-  std::ofstream* dump = nullptr;
+  std::ostream* dump = nullptr;
   void add(double nll, int64_t offset, int32_t target) {
     // fairseq (sequence_scorer / eval_lm) drops ±inf scores from the sum and the count, but a
     // NaN would pass its `inf` test and poison the mean: here it is an error, never dropped.
@@ -210,14 +212,15 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
                      std::to_string(L) + ")",
                  "each window scores L - c >= 1 new tokens");
   }
-  std::ofstream dump;
+  // Written under a temporary name and renamed at the end: a full disk or an error leaves no
+  // partial dump (core/output_file.h).
+  std::optional<OutputFile> dump;
   NllStats stats;
   if (!o.word_probs_path.empty()) {
-    dump.open(o.word_probs_path);
-    if (!dump) fail_io(o.word_probs_path, "cannot write the per-token dump", "check that the directory exists");
-    dump << "offset\ttarget\tnll_nats\n";
-    dump.precision(9);
-    stats.dump = &dump;
+    dump.emplace(o.word_probs_path, "the per-token dump (--dump-nll / --output-word-probs)");
+    dump->stream() << "offset\ttarget\tnll_nats\n";
+    dump->stream().precision(9);
+    stats.dump = &dump->stream();
   }
   const double t0 = now_seconds();
   EvalResult r;
@@ -250,10 +253,8 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
   r.ppl = std::pow(2.0, r.loss2);
   r.stderr2 = stats.count > 1 ? std::sqrt(var / (stats.count - 1)) / kLn2 : 0.0;
   r.tokens_per_second = static_cast<double>(stats.count) / std::max(r.seconds, 1e-9);
-  if (dump.is_open()) {
-    dump.close();
-    if (!dump) fail_io(o.word_probs_path, "write failed (disk full?)");
-  }
+  // A partial (interrupted) dump is never renamed into place: OutputFile removes its temporary.
+  if (dump && !r.partial) dump->commit();
   return r;
 }
 
@@ -366,8 +367,7 @@ int run_eval_lm(const EvalLmConfig& cfg) {
     log_warning("eval-lm: stopped by signal " + std::to_string(sig) + " after " + std::to_string(r.count) + " of " +
                 std::to_string(r.total_tokens) + " tokens; the result below is partial" +
                 (cfg.results_json.empty() ? "" : " (--results-json not written)") +
-                (o.word_probs_path.empty() ? "" : " (--output-word-probs file removed)"));
-    if (!o.word_probs_path.empty()) std::remove(o.word_probs_path.c_str());
+                (o.word_probs_path.empty() ? "" : " (--output-word-probs not written)"));
     std::printf("Partial result (interrupted): %lld of %lld tokens\n", static_cast<long long>(r.count),
                 static_cast<long long>(r.total_tokens));
     std::printf("Evaluated %lld tokens in %.1fs (%.2f tokens/s)\n", static_cast<long long>(r.count), r.seconds,
@@ -396,11 +396,7 @@ int run_eval_lm(const EvalLmConfig& cfg) {
     j["byte_level"] = data.byte_level;
     if (data.byte_level) j["bits_per_byte"] = r.loss2;
     j["peak_rss_mb"] = peak_rss_mb();
-    std::ofstream out(cfg.results_json);
-    if (!out) fail_io(cfg.results_json, "cannot write the results", "check that the directory exists");
-    out << j.dump(2) << "\n";
-    out.close();
-    if (!out) fail_io(cfg.results_json, "write failed (disk full?)");
+    write_file_atomically(cfg.results_json, "the results (--results-json)", j.dump(2) + "\n");
   }
   return 0;
 }

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/output_file.h"
 #include "core/subprocess.h"
 
 namespace stretch::eval {
@@ -23,16 +24,23 @@ std::string fmt(double v, const char* f = "%.2f") {
   return buf;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) fail_io(path, "cannot write", "check that the directory exists and is writable");
-    out << text;
-    out.flush();
-    if (!out) fail_io(path, "write failed (disk full?)", "free space and rerun");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail_io(path, "cannot rename the temporary file into place");
+void write_file(const std::string& path, const std::string& text) { write_file_atomically(path, "the sweep table", text); }
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// gnuplot exits 0 when its output file could not be written in full (a full disk): a PNG must
+// end with its IEND chunk, an SVG with </svg>.
+bool image_complete(const std::string& path) {
+  const std::string b = read_all(path);
+  auto ends_with = [&](const std::string& tail) {
+    const size_t end = b.find_last_not_of(" \t\r\n");
+    return end != std::string::npos && end + 1 >= tail.size() && b.compare(end + 1 - tail.size(), tail.size(), tail) == 0;
+  };
+  if (b.rfind("\x89PNG\r\n\x1a\n", 0) == 0) return b.size() >= 20 && b.compare(b.size() - 8, 4, "IEND") == 0;
+  return b.find("<svg") != std::string::npos && ends_with("</svg>");
 }
 
 // RFC 4180 field: quoted when it holds a comma, quote or line break; quotes doubled.
@@ -173,7 +181,8 @@ bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, co
   const std::string data_path = prefix + ".dat";
   std::vector<size_t> plotted;
   {
-    std::ofstream d(data_path);
+    OutputFile d_file(data_path, "the plot's data");
+    std::ostream& d = d_file.stream();
     for (size_t i = 0; i < rows.size(); ++i) {
       bool any = false;
       for (const auto& c : rows[i].cells) any = any || !std::isnan(c.ppl);
@@ -184,6 +193,7 @@ bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, co
         if (!std::isnan(c.ppl)) d << c.length << " " << c.ppl << "\n";
       d << "\n\n";
     }
+    d_file.commit();
   }
   if (plotted.empty()) {
     log_warning("sweep: no cell has a value: no plot written");
@@ -197,33 +207,27 @@ bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, co
   // in Debian's gnuplot-nox.
   auto draw = [&](const std::string& terminal, const std::string& out) {
     const std::string tmp = out + ".tmp", script_path = out + ".gp", log_path = out + ".log";
-    {
-      std::ofstream sc(script_path);
-      sc << "set terminal " << terminal << "\nset output " << gp_quote(tmp) << "\n" << gp.str() << "unset output\n";
-    }
+    write_file_atomically(script_path, "the gnuplot script", "set terminal " + terminal + "\nset output " + gp_quote(tmp) +
+                                                                  "\n" + gp.str() + "unset output\n");
     const std::string cmd = "gnuplot " + gp_quote(script_path) + " >" + gp_quote(log_path) + " 2>&1";
-    const bool drawn = run_shell(cmd) == 0 && std::rename(tmp.c_str(), out.c_str()) == 0;
+    const bool drawn = run_shell(cmd) == 0 && image_complete(tmp) && std::rename(tmp.c_str(), out.c_str()) == 0;
     if (!drawn) {
-      std::ifstream lg(log_path);
-      std::string why((std::istreambuf_iterator<char>(lg)), std::istreambuf_iterator<char>());
-      log(LogLevel::Debug, "gnuplot (" + terminal + ") failed: " + why);
+      log(LogLevel::Debug, "gnuplot (" + terminal + ") failed: " + read_all(log_path));
       std::remove(tmp.c_str());
     }
     std::remove(script_path.c_str());
     std::remove(log_path.c_str());
     return drawn;
   };
-  bool ok = true;
-  if (!draw("pngcairo size 900,600 font ',11'", prefix + ".png") && !draw("png size 900,600", prefix + ".png")) {
-    log_warning("gnuplot could not write " + prefix + ".png (neither the pngcairo nor the png terminal worked)");
-    ok = false;
-  }
-  if (!draw("svg size 900,600 dynamic", prefix + ".svg")) {
-    log_warning("gnuplot could not write " + prefix + ".svg");
-    ok = false;
-  }
+  // gnuplot is there, so a plot it cannot write (a full disk, a read-only directory) is an error,
+  // not a warning after which sweep exits 0 (issue 17, defect 7). The .csv and .json are complete.
+  const bool png = draw("pngcairo size 900,600 font ',11'", prefix + ".png") || draw("png size 900,600", prefix + ".png");
+  const bool svg = png && draw("svg size 900,600 dynamic", prefix + ".svg");
   std::remove(data_path.c_str());
-  return ok;
+  if (!png || !svg)
+    fail_io(prefix + (png ? ".svg" : ".png"), "gnuplot could not write the plot in full (nothing was written there)",
+            "free disk space, or choose a writable --results-dir; " + prefix + ".csv and .json are complete");
+  return true;
 }
 
 }  // namespace stretch::eval

@@ -27,7 +27,10 @@ struct SweepRow {
 std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<int64_t>& lengths);
 void write_sweep_csv(const std::string& path, const std::vector<SweepRow>& rows);
 void write_sweep_json(const std::string& path, const std::vector<SweepRow>& rows, const std::string& protocol);
-// Writes <prefix>.png and <prefix>.svg; returns false (with a warning) if gnuplot is missing.
+// Writes <prefix>.png and <prefix>.svg (each drawn under a temporary name, checked to be a whole
+// PNG / SVG, then renamed); returns false (with a warning) if gnuplot is missing or no cell has a
+// value. With gnuplot there, a plot it cannot write in full (full disk, read-only directory) is an
+// Error naming the file; no partial image is left.
 // `subtitle` (the title's second line) says what was measured, e.g. "valid split, non-overlapping".
 bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, const std::string& title,
                 const std::string& subtitle);

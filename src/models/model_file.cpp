@@ -117,7 +117,9 @@ std::unique_ptr<LanguageModel> load_model(const std::string& path, const nlohman
     static const std::string kHintPrefix = "\n  hint: ";
     std::string message = e.what();
     if (!e.hint().empty()) message.resize(message.size() - kHintPrefix.size() - e.hint().size());
-    throw Error(e.kind(), path + ": " + message, e.hint());
+    // The overrides' source is the path already (config_fields.h): name the file once.
+    if (message.rfind(path + ": ", 0) != 0) message = path + ": " + message;
+    throw Error(e.kind(), message, e.hint());
   }
   try {
     load_weights(*model, m);

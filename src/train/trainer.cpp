@@ -23,6 +23,7 @@
 #include "models/registry.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
+#include "train/memory_estimate.h"
 #include "train/optim_settings.h"
 #include "train/progress.h"
 #include "train/save_dir.h"
@@ -277,6 +278,7 @@ TrainingRun::TrainingRun(TrainConfig config)
     for (const std::string& subset : split_subsets(c.valid_subset))
       valid_splits_.emplace_back(subset, open_lm_split(c.data, subset, data_, vo));
   }
+  check_training_memory(c.model);  // before allocating: a bad_alloc after minutes otherwise
   model_ = models::build_model(c.model);
   model_->init(c.seed);
   segment_ = model_->new_segment_state(models::SegmentUse::Training);

@@ -155,6 +155,16 @@ TEST_F(BadValuesWithCheckpoint, ModelOverridesAreValidated) {
                      "--decoder-embed-dim 0 (model config key 'decoder_embed_dim')");
 }
 
+// Issue 17, defect 6: a type error in --model-overrides names the key, the value and the file (once;
+// it was "ck.pt: ck.pt: model config key ...").
+TEST_F(BadValuesWithCheckpoint, ModelOverrideTypeErrorsNameTheKeyAndTheFileOnce) {
+  const std::vector<std::string> args = {"eval-lm", *data_, "--path", *ckpt_, "--threads", "1", "--model-overrides",
+                                         "{'decoder_layers': 'abc'}"};
+  expect_usage_error(args, *ckpt_ + ": model config key 'decoder_layers' has the value \"abc\", which is not an integer");
+  const RunResult r = run_stretch(args);
+  EXPECT_EQ(r.err.find(*ckpt_ + ": " + *ckpt_), std::string::npos) << r.err;
+}
+
 TEST_F(BadValuesWithCheckpoint, CheckpointConfigIsValidated) {
   SafetensorsFile f = load_safetensors(*ckpt_);
   auto cfg = nlohmann::json::parse(f.metadata.at("config"));

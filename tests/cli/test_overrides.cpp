@@ -36,4 +36,19 @@ TEST(ModelOverrides, MalformedIsAUsageError) {
   EXPECT_THROW(parse_model_overrides("[1, 2]"), Error);
 }
 
+// tests/fuzz/corpus/model_overrides/crash-invalid-utf8: bytes that are not UTF-8 in a key or value
+// escaped as nlohmann's type_error ("a bug in stretch") instead of a usage error.
+TEST(ModelOverrides, InvalidUtf8IsAUsageError) {
+  for (const char* text : {"{'dr\xff\xffopout': 0.1}", "{'arch': 'tr\xc3'}"}) {
+    try {
+      parse_model_overrides(text);
+      ADD_FAILURE() << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      EXPECT_NE(std::string(e.what()).find("--model-overrides: the string"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace stretch::cli

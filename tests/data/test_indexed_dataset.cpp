@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "data/indexed_dataset.h"
@@ -165,6 +166,25 @@ TEST_F(Damaged, TokenIdOutsideDictionary) {
   EXPECT_NE(e.find("d.bin: token id 9 at byte offset 6 (item 1, position 0) is not an id of dict.txt (size 8)"),
             std::string::npos)
       << e;
+}
+
+// tests/fuzz/corpus/mmidx/crash-nan-f64: a float64 .bin holding NaN, ±inf or 1e300 was converted to
+// int32 by a cast (undefined behaviour; UBSan in the sanitizer build). Now such a token reads as
+// -1 and validate_ids names it with its byte offset.
+TEST(IndexedDataset, FloatTokensWithoutAnInt32ValueReadAsInvalid) {
+  TempDir dir;
+  write_items(dir / "f", DTypeCode::F64, {{4, 5, 2}});
+  std::string b = read_file(dir / "f.bin");
+  const double bad[] = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(), -1e300};
+  for (double v : bad) {
+    std::string m = b;
+    std::memcpy(&m[8], &v, 8);  // item 0, position 1
+    write_file(dir / "f.bin", m);
+    auto ds = IndexedDataset::open(dir / "f");
+    EXPECT_EQ(ds->item(0), (std::vector<int32_t>{4, -1, 2})) << v;
+    const std::string e = error_of([&] { ds->validate_ids(8, "dict.txt"); });
+    EXPECT_NE(e.find("at byte offset 8 (item 0, position 1) is not an id of dict.txt"), std::string::npos) << e;
+  }
 }
 
 TEST(MemoryTokenStream, OffsetsAndReads) {

@@ -79,6 +79,37 @@ TEST_F(PreprocessCli, DictOnlyAndJoinedDictionary) {
   EXPECT_EQ(r.output.find(note, at + 1), std::string::npos) << "said more than once:\n" << r.output;
 }
 
+// Issue 17, defect 9: a second preprocess with another dictionary into the same --destdir, without
+// --validpref, used to keep valid.{bin,idx} binarized with the old dictionary; train and eval-lm then
+// read its ids with the new dict.txt. Now they are removed with a warning naming each; with the same
+// dictionary (a --srcdict run adding a split) they are kept.
+TEST_F(PreprocessCli, StaleSplitsOfAnotherDictionaryAreRemoved) {
+  ASSERT_EQ(run_stretch(base_args(dir_ / "out")).exit_code, 0);
+  ASSERT_TRUE(fs::is_regular_file(dir_ / "out/valid.bin"));
+  // Same dictionary: a test split added with --srcdict keeps train and valid.
+  const auto same = run_stretch("preprocess --only-source --srcdict " + q(dir_ / "out/dict.txt") + " --testpref " +
+                                q(dir_ / "valid.txt") + " --destdir " + q(dir_ / "out"));
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "out/valid.bin"));
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "out/test.idx"));
+  EXPECT_EQ(same.output.find("removing"), std::string::npos) << same.output;
+  // Another dictionary, train only: valid and test are removed, train and dict.txt replaced.
+  write_file(dir_ / "train2.txt", "a b c d e\n");
+  write_file(dir_ / "out/notes.bin", "kept: not a split name");
+  const auto other = run_stretch("preprocess --only-source --trainpref " + q(dir_ / "train2.txt") + " --destdir " +
+                                 q(dir_ / "out"));
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  for (const char* f : {"valid.bin", "valid.idx", "test.bin", "test.idx"}) {
+    EXPECT_FALSE(fs::exists(dir_ / ("out/" + std::string(f)))) << f;
+    EXPECT_NE(other.output.find("removing " + (dir_ / ("out/" + std::string(f))).string()), std::string::npos)
+        << other.output;
+  }
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "out/train.bin"));
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "out/notes.bin"));
+  EXPECT_EQ(read_file(dir_ / "out/dict.txt"), "a 1\nb 1\nc 1\nd 1\ne 1\n");
+  EXPECT_TRUE(no_staging_left(dir_.path()));
+}
+
 TEST_F(PreprocessCli, MissingFile) {
   const auto r = run_stretch("preprocess --only-source --trainpref " + q(dir_ / "nope.txt") + " --destdir " +
                              q(dir_ / "out"));

@@ -9,8 +9,9 @@ checkpoint_last.pt, and the next run must start at the update after the last one
 one uninterrupted run to the last update must log bit-identical JSON fields (the literal text of
 loss, ppl, lr, gnorm, ...) at every update.
 
-usage: signal_stress.py --stretch BIN [--signals N] [--seed S] [--max-delay SEC] [--arch ARCH]
-  default 40 signals; STRETCH_LONG=1 makes it 200. Exit 0: all clean; 1: a failure (listed).
+usage: signal_stress.py --stretch BIN [--signals N] [--short-signals N] [--seed S] [--max-delay SEC] [--arch ARCH]
+  default --short-signals (40) signals; STRETCH_LONG=1 makes it 200; --signals N fixes the count.
+  The sanitizer build (scripts/test.sh --sanitize) registers it with --short-signals 20. Exit 0: all clean; 1: a failure (listed).
 """
 import argparse
 import json
@@ -109,12 +110,15 @@ def run_and_signal(args, sig, delay, timeout=120):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stretch", required=True)
-    ap.add_argument("--signals", type=int, default=200 if os.environ.get("STRETCH_LONG") == "1" else 40)
+    ap.add_argument("--signals", type=int, default=None)
+    ap.add_argument("--short-signals", type=int, default=40, help="the count without STRETCH_LONG=1")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--max-delay", type=float, default=0.8)
     ap.add_argument("--arch", default="transformer_lm_tiny")
     ap.add_argument("--no-reference", action="store_true", help="only the clean-exit checks (repro counts)")
     a = ap.parse_args()
+    if a.signals is None:
+        a.signals = 200 if os.environ.get("STRETCH_LONG") == "1" else a.short_signals
     rng = random.Random(a.seed)
     t0 = time.time()
     failures, chain = [], {}

@@ -1,0 +1,22 @@
+// train/memory_estimate.h — a model too large for this machine is refused before it is allocated
+// (issue 17, defect 6: `--decoder-layers 100000` ended in an uncaught std::bad_alloc after minutes).
+// Contract: training_bytes(config) estimates the bytes a training run needs for a decoder-only config
+// with fairseq's keys (decoder_layers L, decoder_embed_dim C, decoder_ffn_embed_dim F, vocab_size V,
+// share_decoder_input_output_embed): parameters P = V·C (+ V·C unshared output) + L·(4C² + 2CF +
+// 9C + F), times 16 bytes (fp32 weights, gradients and two optimizer moments). Activations are
+// not counted, so it is a lower bound. Keys absent from the config count as 0 (other families are
+// bounded by what they share). check_training_memory() fails with a usage error naming the flags
+// and their values when the estimate exceeds available_memory_bytes(): MemAvailable + SwapFree
+// from /proc/meminfo (sysconf's physical pages where that file is missing), or
+// STRETCH_MEMORY_LIMIT_BYTES when set (tests).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+namespace stretch::train {
+
+double training_bytes(const nlohmann::json& model_config);
+double available_memory_bytes();
+void check_training_memory(const nlohmann::json& model_config);
+
+}  // namespace stretch::train
