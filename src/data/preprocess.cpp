@@ -287,7 +287,8 @@ PreprocessReport preprocess(const PreprocessConfig& cfg) {
               "is the disk full?");
   }
   // --dict-only rewrites no split: every old split binarized with another dictionary is stale.
-  const std::vector<fs::path> stale = stale_splits(dest, dict, cfg.dict_only ? std::vector<SplitInput>{} : inputs);
+  const std::vector<SplitInput> none;
+  const std::vector<fs::path> stale = stale_splits(dest, dict, cfg.dict_only ? none : inputs);
   for (const fs::path& f : stale)
     log_warning("preprocess: removing " + f.string() + ": binarized with the dictionary this run replaces (" +
                 "train and eval-lm would read it with the new dict.txt); preprocess its text again to keep it");
