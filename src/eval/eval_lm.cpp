@@ -246,12 +246,14 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
   r.count = stats.count;
   r.dropped_inf = stats.dropped_inf;
   if (stats.count == 0 && !r.partial) fail_input("eval-lm", "no token was scored", "is the split empty?");
-  const double mean = stats.count > 0 ? stats.sum / stats.count : 0.0;
-  const double var = std::max(0.0, stats.sum_sq / stats.count - mean * mean);
-  r.nll_sum = stats.sum;
-  r.loss2 = mean / kLn2;
-  r.ppl = std::pow(2.0, r.loss2);
-  r.stderr2 = stats.count > 1 ? std::sqrt(var / (stats.count - 1)) / kLn2 : 0.0;
+  if (stats.count > 0) {  // (an interrupted run may have scored nothing yet: all zeros then)
+    const double mean = stats.sum / stats.count;
+    const double var = std::max(0.0, stats.sum_sq / stats.count - mean * mean);
+    r.nll_sum = stats.sum;
+    r.loss2 = mean / kLn2;
+    r.ppl = std::pow(2.0, r.loss2);
+    r.stderr2 = stats.count > 1 ? std::sqrt(var / (stats.count - 1)) / kLn2 : 0.0;
+  }
   r.tokens_per_second = static_cast<double>(stats.count) / std::max(r.seconds, 1e-9);
   // A partial (interrupted) dump is never renamed into place: OutputFile removes its temporary.
   if (dump && !r.partial) dump->commit();
