@@ -13,6 +13,8 @@
 #include "ops/cpu_util.h"
 #include "ops/embedding.h"
 
+#include "ops/column_scatter.h"
+
 namespace stretch::ops {
 namespace {
 
@@ -50,27 +52,10 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, float
 
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, float scale, const EmbeddingDims& d) {
   check_ids(ids, d);
-  const int64_t C = d.c;
-  if (d.n == 0 || C == 0) return;
-  constexpr int64_t kBlock = 16;
-  const int64_t blocks = (C + kBlock - 1) / kBlock;
-  const int want = d.n * C > cpu::kParallelThreshold ? omp_get_max_threads() : 1;
-  const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(want, blocks));
-#pragma omp parallel num_threads(static_cast<int>(nt))
-  {
-    const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
-    const int64_t per = (blocks + team - 1) / team;
-    const int64_t c0 = std::min(C, t * per * kBlock), c1 = std::min(C, (t + 1) * per * kBlock);
-    if (c0 < c1) {
-      for (int64_t n = 0; n < d.n; ++n) {
-        if (ids[n] == d.padding_idx) continue;
-        float* __restrict dst = dtable + static_cast<int64_t>(ids[n]) * C;
-        const float* __restrict src = dout + n * C;
-#pragma omp simd
-        for (int64_t c = c0; c < c1; ++c) dst[c] += scale * src[c];
-      }
-    }
-  }
+  // dtable[ids[n]] += scale · dout[n], the padding row skipped (no gradient, torch's rule).
+  column_blocked_scatter_add(dtable, dout, d.n, d.c, scale, [ids, pad = d.padding_idx](int64_t n) {
+    return ids[n] == pad ? int64_t{-1} : static_cast<int64_t>(ids[n]);
+  });
 }
 
 }  // namespace stretch::ops

@@ -12,6 +12,8 @@
 #include "ops/cpu_util.h"
 #include "ops/row_gather.h"
 
+#include "ops/column_scatter.h"
+
 namespace stretch::ops {
 namespace {
 
@@ -44,26 +46,8 @@ void row_gather_forward(float* out, const float* x, const int64_t* rows, const R
 
 void row_gather_backward(float* dx, const float* dout, const int64_t* rows, const RowGatherDims& d) {
   check_rows(rows, d);
-  const int64_t C = d.c;
-  if (d.n == 0 || C == 0) return;
-  constexpr int64_t kBlock = 16;
-  const int64_t blocks = (C + kBlock - 1) / kBlock;
-  const int want = d.n * C > cpu::kParallelThreshold ? omp_get_max_threads() : 1;
-  const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(want, blocks));
-#pragma omp parallel num_threads(static_cast<int>(nt))
-  {
-    const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
-    const int64_t per = (blocks + team - 1) / team;
-    const int64_t c0 = std::min(C, t * per * kBlock), c1 = std::min(C, (t + 1) * per * kBlock);
-    if (c0 < c1) {
-      for (int64_t i = 0; i < d.n; ++i) {
-        float* __restrict dst = dx + rows[i] * C;
-        const float* __restrict src = dout + i * C;
-#pragma omp simd
-        for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
-      }
-    }
-  }
+  // dx[rows[i]] += dout[i]: a plain += (scale 1 is exact).
+  column_blocked_scatter_add(dx, dout, d.n, d.c, 1.0f, [rows](int64_t i) { return rows[i]; });
 }
 
 }  // namespace stretch::ops
