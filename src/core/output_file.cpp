@@ -6,13 +6,24 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "core/error.h"
+#include "core/orphans.h"
 
 namespace stretch {
 
 OutputFile::OutputFile(std::string path, std::string what, std::ios::openmode mode)
     : path_(std::move(path)), what_(std::move(what)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
+  // Temporaries of this same output left by a writer that was killed (kill -9, power loss):
+  // exactly "<name>.tmp.<pid>" with the pid of no running process (core/orphans.h).
+  const std::filesystem::path target(path_);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  const std::string dir = target.has_parent_path() ? target.parent_path().string() : ".";
+  remove_dead_orphans(dir, [&prefix](const std::string& name) -> std::optional<pid_t> {
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+    return pid_after_suffix_marker(name, ".tmp.");
+  });
   errno = 0;
   out_.open(tmp_, mode | std::ios::out);
   if (!out_) {

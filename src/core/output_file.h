@@ -1,8 +1,9 @@
 // core/output_file.h — a text or binary output that appears complete or not at all (issue 17,
 // defect 7: `--dump-nll` / word-prob / results files on a full disk left a partial file).
 // Contract: OutputFile(path, what) opens "<path>.tmp.<pid>" or throws fail_io naming `what` and the
-// path. (After a kill -9 of the writer that temporary stays: unlike a --save-dir, nothing sweeps an
-// output's directory for orphans; the final name is never half-written either way.) stream() is written as a
+// path. After a kill -9 of the writer that temporary stays, and the next OutputFile of the same
+// path removes it (only "<path>.tmp.<pid>" whose pid no process has: core/orphans.h), saying so
+// on stderr; the final name is never half-written either way. stream() is written as a
 // std::ostream. commit() flushes, closes and checks the stream, then renames the temporary over
 // path; any failure (ENOSPC, EIO, ...) is fail_io naming the path with the system's reason, and
 // the temporary is removed, so an existing file at path is left as it was. Destroyed without

@@ -1,6 +1,8 @@
 // data/preprocess.cpp — see preprocess.h.
 #include "data/preprocess.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,28 +116,64 @@ class StagingDir {
   }
   const fs::path& path() const { return path_; }
 
-  // Move everything into dest: a rename of the whole directory when dest does not exist,
-  // else one rename per file (each atomic; together they replace the files of one run). `stale`:
-  // files of dest to remove first (splits the new dictionary does not cover).
+  // Move everything into dest so that it changes in one step (issue 17: a kill between per-file
+  // renames left a new dict.txt next to old .bin files):
+  //   * dest does not exist: one rename of the staging directory;
+  //   * dest exists: every regular file of dest that this run does not write and that is not
+  //     `stale` (a split binarized with the old dictionary) is hard-linked (else copied) into
+  //     the staging directory, which then takes dest's place in one renameat2(RENAME_EXCHANGE);
+  //     the old directory, now at the staging name, is removed (after a kill -9 the next run
+  //     removes it as an orphan: nothing in it is needed any more). A kill before the exchange
+  //     leaves dest as it was; after it, dest is complete.
+  //   * dest holds something that is not a regular file (a subdirectory, a symlink) or the
+  //     filesystem refuses the exchange: one rename per file, each atomic, with a warning that
+  //     a kill midway would mix the runs' files.
   void commit(const std::vector<fs::path>& stale = {}) {
     std::error_code ec;
-    for (const fs::path& f : stale) {
-      fs::remove(f, ec);
-      if (ec) fail_io(f.string(), "cannot remove a split binarized with the old dictionary: " + ec.message(),
-                      "remove it by hand, or preprocess into a new --destdir");
-    }
     if (!fs::exists(dest_, ec)) {
       fs::rename(path_, dest_, ec);
       if (ec) fail_io(dest_.string(), "cannot move the finished output into place: " + ec.message());
       path_.clear();
       return;
     }
+    std::string why_not;  // why the one-step exchange is not possible ("" = it is)
+    for (const auto& entry : fs::directory_iterator(dest_)) {
+      const fs::path target = path_ / entry.path().filename();
+      if (fs::exists(target, ec) || std::find(stale.begin(), stale.end(), entry.path()) != stale.end()) continue;
+      if (!entry.is_regular_file() || entry.is_symlink()) {
+        why_not = entry.path().string() + " is not a regular file";
+        break;
+      }
+      fs::create_hard_link(entry.path(), target, ec);
+      if (ec) {
+        fs::copy_file(entry.path(), target, ec);
+        if (ec) fail_io(entry.path().string(), "cannot carry this file over into the new --destdir contents: " + ec.message(),
+                        "free disk space, or preprocess into a new --destdir");
+      }
+    }
+    if (why_not.empty()) {
+      fs::permissions(path_, fs::status(dest_, ec).permissions(), ec);  // dest keeps its mode
+      if (const char* h = std::getenv("STRETCH_TEST_PREPROCESS_KILL_BEFORE_EXCHANGE"); h && *h == '1') ::raise(SIGKILL);
+      if (::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, dest_.c_str(), RENAME_EXCHANGE) == 0) {
+        fs::remove_all(path_, ec);  // the old contents
+        path_.clear();
+        return;
+      }
+      why_not = std::string("the filesystem cannot exchange two directories (") + std::strerror(errno) + ")";
+    }
+    log_warning("preprocess: " + why_not + ": replacing the files of --destdir " + dest_.string() +
+                " one by one (a kill midway would leave a mix of old and new files)");
+    for (const fs::path& f : stale) {
+      fs::remove(f, ec);
+      if (ec) fail_io(f.string(), "cannot remove a split binarized with the old dictionary: " + ec.message(),
+                      "remove it by hand, or preprocess into a new --destdir");
+    }
     for (const auto& entry : fs::directory_iterator(path_)) {
       fs::rename(entry.path(), dest_ / entry.path().filename(), ec);
       if (ec)
         fail_io((dest_ / entry.path().filename()).string(), "cannot move the finished file into place: " + ec.message());
     }
-    fs::remove(path_, ec);
+    fs::remove_all(path_, ec);
     path_.clear();
   }
 

@@ -1,9 +1,12 @@
 #include "eval/sweep_report.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -11,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/orphans.h"
 #include "core/output_file.h"
 #include "core/subprocess.h"
 
@@ -173,12 +177,24 @@ std::string sweep_plot_script(const std::vector<SweepRow>& rows, const std::stri
 
 bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, const std::string& title,
                 const std::string& subtitle) {
+  // Every scratch file of the plot is "<prefix>.<what>.tmp.<pid>": what a killed sweep left
+  // (kill -9 while gnuplot ran) is removed here, by pid as core/orphans.h does.
+  const std::string pid = std::to_string(::getpid());
+  {
+    const std::filesystem::path p(prefix);
+    const std::string stem = p.filename().string() + ".";
+    remove_dead_orphans(p.has_parent_path() ? p.parent_path().string() : ".",
+                        [&stem](const std::string& name) -> std::optional<pid_t> {
+                          if (name.compare(0, stem.size(), stem) != 0) return std::nullopt;
+                          return pid_after_suffix_marker(name, ".tmp.");
+                        });
+  }
   if (run_shell("command -v gnuplot >/dev/null 2>&1") != 0) {
     log_warning("gnuplot not found: no plot written (scripts/setup.sh installs gnuplot-nox)");
     return false;
   }
   // One data block per row that has at least one value (gnuplot's `index` counts blocks).
-  const std::string data_path = prefix + ".dat";
+  const std::string data_path = prefix + ".dat.tmp." + pid;
   std::vector<size_t> plotted;
   {
     OutputFile d_file(data_path, "the plot's data");
@@ -206,7 +222,7 @@ bool plot_sweep(const std::string& prefix, const std::vector<SweepRow>& rows, co
   // leaves no broken image. PNG: pngcairo (antialiased), else libgd's png terminal; both are
   // in Debian's gnuplot-nox.
   auto draw = [&](const std::string& terminal, const std::string& out) {
-    const std::string tmp = out + ".tmp", script_path = out + ".gp", log_path = out + ".log";
+    const std::string tmp = out + ".tmp." + pid, script_path = out + ".gp.tmp." + pid, log_path = out + ".log.tmp." + pid;
     write_file_atomically(script_path, "the gnuplot script", "set terminal " + terminal + "\nset output " + gp_quote(tmp) +
                                                                   "\n" + gp.str() + "unset output\n");
     const std::string cmd = "gnuplot " + gp_quote(script_path) + " >" + gp_quote(log_path) + " 2>&1";

@@ -25,6 +25,19 @@ bool allowed_global(const std::string& g) {
 class Parser {
  public:
   Parser(const uint8_t* d, size_t n, const std::string& source) : d_(d), n_(n), source_(source) {}
+  Parser(const Parser&) = delete;
+  Parser& operator=(const Parser&) = delete;
+  // A pickle that failed midway may have built cycles (a list appended to itself through the
+  // memo) or deep nests; dropping every value's children first frees them all without
+  // recursion. A returned value was checked acyclic and shallow (check_shape); what it does not
+  // reach is cleared the same way before it is released.
+  ~Parser() {
+    if (released_) return;
+    for (const ValuePtr& v : all_) {
+      v->items.clear();
+      v->dict.clear();
+    }
+  }
 
   ValuePtr run(size_t* consumed) {
     while (true) {
@@ -39,7 +52,14 @@ class Parser {
         case 0x95: take(8); break;  // FRAME: the length is only a hint
         case '.': {                 // STOP
           if (stack_.size() != 1 || !marks_.empty()) fail(at, "STOP with " + std::to_string(stack_.size()) + " values on the stack");
+          const auto reachable = check_shape(at, stack_.back());
+          for (const ValuePtr& v : all_)  // garbage the pickle built and dropped may hold cycles
+            if (!reachable.count(v.get())) {
+              v->items.clear();
+              v->dict.clear();
+            }
           if (consumed) *consumed = pos_;
+          released_ = true;
           return stack_.back();
         }
         case '(': marks_.push_back(stack_.size()); break;  // MARK
@@ -215,10 +235,46 @@ class Parser {
     ++pos_;
     return s;
   }
-  static ValuePtr make(Kind k) {
+  ValuePtr make(Kind k) const {
     auto v = std::make_shared<Value>();
     v->kind = k;
+    all_.push_back(v);
     return v;
+  }
+  // The result must be a tree or a DAG (torch.save memoizes shared objects) no deeper than
+  // kMaxDepth: a cycle would leak and a deep nest would overflow the stack when freed or printed.
+  // Iterative depth-first walk; colour 1 = on the current path, 2 = finished.
+  std::unordered_map<const Value*, uint8_t> check_shape(size_t at, const ValuePtr& root) const {
+    constexpr size_t kMaxDepth = 512;
+    std::unordered_map<const Value*, uint8_t> colour;
+    struct Frame {
+      const Value* v;
+      size_t next;
+    };
+    std::vector<Frame> path{{root.get(), 0}};
+    colour[root.get()] = 1;
+    auto child = [](const Value* v, size_t k) -> const Value* {
+      if (k < v->items.size()) return v->items[k].get();
+      k -= v->items.size();
+      if (k / 2 < v->dict.size()) return (k % 2 == 0 ? v->dict[k / 2].first : v->dict[k / 2].second).get();
+      return nullptr;
+    };
+    while (!path.empty()) {
+      Frame& f = path.back();
+      const Value* c = child(f.v, f.next++);
+      if (!c) {
+        colour[f.v] = 2;
+        path.pop_back();
+        continue;
+      }
+      uint8_t& col = colour[c];
+      if (col == 1) fail(at, "the unpickled value contains itself (a cycle); torch.save never writes one");
+      if (col == 2) continue;
+      if (path.size() >= kMaxDepth) fail(at, "values nested deeper than " + std::to_string(kMaxDepth) + " levels");
+      col = 1;
+      path.push_back({c, 0});
+    }
+    return colour;
   }
   size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
   void push(ValuePtr v) { stack_.push_back(std::move(v)); }
@@ -344,6 +400,8 @@ class Parser {
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, ValuePtr> memo_;
+  mutable std::vector<ValuePtr> all_;  // every value made, for ~Parser's cycle-safe release
+  bool released_ = false;
 };
 
 void repr_into(const Value& v, std::string& out, int depth) {

@@ -276,6 +276,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     fail_input(path, "JSON header is invalid near byte offset " + std::to_string(8 + (e.byte > 0 ? e.byte - 1 : 0)) + ": " + e.what(),
                not_st);
+  } catch (const nlohmann::json::exception& e) {  // out_of_range: a number like 1e999 (fuzz finding)
+    fail_input(path, std::string("JSON header (bytes 8..") + std::to_string(8 + n) + ") is invalid: " + e.what(), not_st);
   }
   if (!header.is_object()) fail_input(path, "JSON header at byte offset 8 is not an object", not_st);
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 
 #include "data_test_util.h"
 
@@ -111,6 +112,38 @@ TEST_F(PreprocessCli, StaleSplitsOfAnotherDictionaryAreRemoved) {
   EXPECT_EQ(new_dict.substr(0, 20), "a 1\nb 1\nc 1\nd 1\ne 1\n") << new_dict;
   EXPECT_NE(new_dict.find("madeupword0000 0\n"), std::string::npos) << new_dict;
   EXPECT_TRUE(no_staging_left(dir_.path()));
+}
+
+// Issue 17: into an existing --destdir the new contents replace the old in one step
+// (renameat2 RENAME_EXCHANGE of the staging directory, src/data/preprocess.cpp StagingDir::commit).
+// A kill -9 just before the exchange leaves every old file byte for byte; the next run completes,
+// removes the dead run's staging directory and carries over the files it does not write.
+TEST_F(PreprocessCli, ReplacingAnExistingDestdirIsOneStep) {
+  ASSERT_EQ(run_stretch(base_args(dir_ / "out")).exit_code, 0);
+  write_file(dir_ / "out/notes.txt", "the user's file");
+  fs::permissions(dir_ / "out", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  std::map<std::string, std::string> before;
+  for (const auto& e : fs::directory_iterator(dir_ / "out")) before[e.path().filename().string()] = read_file(e.path().string());
+  write_file(dir_ / "train2.txt", "a b c d e\n");
+  const std::string again = "preprocess --only-source --trainpref " + q(dir_ / "train2.txt") + " --destdir " + q(dir_ / "out");
+  ::setenv("STRETCH_TEST_PREPROCESS_KILL_BEFORE_EXCHANGE", "1", 1);
+  const auto killed = run_stretch(again);
+  ::unsetenv("STRETCH_TEST_PREPROCESS_KILL_BEFORE_EXCHANGE");
+  // Killed by SIGKILL: -1 when the shell exec'd stretch, 137 (128 + 9) when it waited for it.
+  ASSERT_TRUE(killed.exit_code == -1 || killed.exit_code == 137) << killed.exit_code << "\n" << killed.output;
+  std::map<std::string, std::string> after;
+  for (const auto& e : fs::directory_iterator(dir_ / "out")) after[e.path().filename().string()] = read_file(e.path().string());
+  EXPECT_EQ(after, before) << "a kill before the exchange changed --destdir";
+  EXPECT_FALSE(no_staging_left(dir_.path())) << "the killed run's staging directory should still be there";
+  const auto r = run_stretch(again);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(no_staging_left(dir_.path())) << r.output;
+  EXPECT_EQ(read_file(dir_ / "out/notes.txt"), "the user's file");
+  EXPECT_NE(read_file(dir_ / "out/train.bin"), before["train.bin"]);
+  EXPECT_FALSE(fs::exists(dir_ / "out/valid.bin"));  // binarized with the replaced dictionary
+  EXPECT_EQ(r.output.find("one by one"), std::string::npos) << r.output;  // not the fallback
+  EXPECT_EQ(fs::status(dir_ / "out").permissions() & fs::perms::all,
+            fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
 }
 
 TEST_F(PreprocessCli, MissingFile) {

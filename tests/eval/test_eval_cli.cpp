@@ -6,6 +6,7 @@
 // code of core/error.h: 2 usage, 1 input).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <cmath>
@@ -181,6 +182,43 @@ TEST_F(EvalCli, BadInput) {
     EXPECT_NE(r.output.find(c.needle), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_EQ(r.output.find("Perplexity"), std::string::npos) << c.args << "\n" << r.output;
   }
+}
+
+// Temporaries a killed eval-lm or sweep left ("<output>.tmp.<pid>", the plot's scratch files
+// "<prefix>.<what>.tmp.<pid>") are removed by the next run writing there; a live process's and
+// unrelated files are kept (issue 17; core/orphans.h).
+TEST_F(EvalCli, TemporariesOfKilledEvalAndSweepRunsAreRemoved) {
+  TempDir tmp;
+  const std::string out = tmp / "sweep";
+  std::filesystem::create_directories(out);
+  stretch::testing::Sleeper live;
+  const std::string dead = std::to_string(stretch::testing::dead_pid());
+  const std::vector<std::string> orphans = {out + "/sweep.png.tmp." + dead, out + "/sweep.dat.tmp." + dead,
+                                            out + "/sweep.svg.gp.tmp." + dead, out + "/sweep.csv.tmp." + dead,
+                                            tmp / ("results.json.tmp." + dead)};
+  const std::vector<std::string> kept = {out + "/sweep.png.tmp." + std::to_string(live.pid), out + "/other.png.tmp." + dead,
+                                         out + "/sweep.png.tmp.x" + dead, tmp / ("results.json.tmp." + std::to_string(live.pid))};
+  for (const auto& p : orphans) stretch::testing::write_file(p, "partial");
+  for (const auto& p : kept) stretch::testing::write_file(p, "keep");
+  const auto e = run_stretch("eval-lm " + q(data_) + " --gen-subset valid --path " + q(ckpt(PosMethod::Alibi)) +
+                             " --tokens-per-sample 8 --threads 1 --results-json " + q(tmp / "results.json"));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const auto r = run_stretch("sweep " + q(data_) + " --path " + q(ckpt(PosMethod::Alibi)) + " --lengths 4,8 --results-dir " +
+                             q(out) + " --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const auto& p : orphans) {
+    EXPECT_FALSE(std::filesystem::exists(p)) << p << "\n" << e.output << r.output;
+    EXPECT_NE((e.output + r.output).find("removed " + p), std::string::npos) << p << "\n" << e.output << r.output;
+  }
+  for (const auto& p : kept) EXPECT_TRUE(std::filesystem::exists(p)) << p;
+  // This run's own scratch files are gone, its outputs complete.
+  for (const auto& entry : std::filesystem::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find(".tmp.") != std::string::npos) {
+      EXPECT_TRUE(std::find(kept.begin(), kept.end(), entry.path().string()) != kept.end()) << name;
+    }
+  }
+  EXPECT_TRUE(std::filesystem::exists(out + "/sweep.csv"));
 }
 
 // sweep: the Markdown table, CSV, JSON, PNG and SVG; the learned checkpoint's cells past its

@@ -80,6 +80,26 @@ TEST(Pickle, TruncatedAndInconsistentInputIsAnError) {
             std::string::npos);
 }
 
+TEST(Pickle, CyclesAndDeepNestsAreRefusedAndFreed) {
+  // Python: l = []; l.append(l); pickle.dumps(l, protocol=2) — torch.save never writes a cycle;
+  // a cycle would leak (shared_ptr) and overflow the stack when printed. Under ASan/LSan (the
+  // sanitizer suite and the pickle fuzzer) these also check that nothing leaks.
+  EXPECT_NE(parse_error(std::string("\x80\x02]q\x00h\x00" "a.", 9)).find("cycle"), std::string::npos);
+  // The same cycle built, dropped (POP) and a None returned: parses, and nothing leaks.
+  auto v = parse(std::string("\x80\x02]q\x00h\x00" "a0N.", 11));
+  EXPECT_EQ(v->kind, Kind::None);
+  // A cycle inside a failed parse (no STOP) is freed too.
+  EXPECT_NE(parse_error(std::string("\x80\x02]q\x00h\x00" "a", 8)).find("without STOP"), std::string::npos);
+  // 600 nested lists (fairseq checkpoints nest < 10 deep): refused, past the 512 limit.
+  std::string deep = "\x80\x02" + std::string(600, ']') + std::string(599, 'a') + ".";
+  EXPECT_NE(parse_error(deep).find("deeper than 512"), std::string::npos);
+  // A DAG is not a cycle: a = []; pickle.dumps([a, a], protocol=2).
+  auto dag = parse(std::string("\x80\x02]q\x00(]q\x01h\x01" "e.", 13));
+  ASSERT_EQ(dag->kind, Kind::List);
+  ASSERT_EQ(dag->items.size(), 2u);
+  EXPECT_EQ(dag->items[0].get(), dag->items[1].get());
+}
+
 TEST(PickleWriter, WhatItWritesParsesBack) {
   pickle::Writer w;
   w.empty_dict();

@@ -24,6 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::Child;
+using stretch::testing::dead_pid;
+using stretch::testing::Sleeper;
 using testing::make_data_bin;
 using testing::read_file;
 using testing::run_stretch;
@@ -45,29 +47,6 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 }
 
 bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
-
-// The pid of a process that has exited and been reaped (so no process has it, barring reuse).
-pid_t dead_pid() {
-  const pid_t p = ::fork();
-  if (p == 0) ::_exit(0);
-  ::waitpid(p, nullptr, 0);
-  return p;
-}
-
-// A child that sleeps until killed: a live pid that is not ours.
-struct Sleeper {
-  pid_t pid = ::fork();
-  Sleeper() {
-    if (pid == 0) {
-      ::pause();
-      ::_exit(0);
-    }
-  }
-  ~Sleeper() {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-};
 
 class SaveDir : public ::testing::Test {
  protected:
