@@ -190,6 +190,23 @@ class AdaptiveSpanLM:
         aux = self.aux_loss()
         return loss, aux, loss + aux
 
+    def adagrad_step(self, state, lr, clip):
+        """One update of every parameter by §5.5's AdagradWithGradClip (weight decay 0, lr_decay 0):
+        per tensor clr = lr, scaled by clip/(‖g‖ + 1e-10) when ‖g‖ > clip; sum += g² (unclipped);
+        p −= clr·g/(sqrt(sum) + 1e-10). state: {name: sum tensor}, filled on first use."""
+        with torch.no_grad():
+            for k, p in self.p.items():
+                if p.grad is None:
+                    continue
+                g = p.grad
+                clr = lr
+                norm = float(g.norm())
+                if clip > 0 and norm > clip:
+                    clr = clr * clip / (norm + 1e-10)
+                s = state.setdefault(k, torch.zeros_like(p))
+                s += g * g
+                p -= clr * g / (s.sqrt() + 1e-10)
+
     def spans(self):
         """(avg_span, max_span) as fairseq logs them: avg over layers of the mean-z size, max over layers."""
         cfg = self.cfg

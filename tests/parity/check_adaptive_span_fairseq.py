@@ -12,6 +12,11 @@ Cases (small sizes so the span arithmetic of §5.2 is exercised: L = 200, R = 16
                 (S = 8) and then clamps it in the forward; a z step between blocks 2 and 3 grows
                 the span, so the cache is shorter than S and gets zero rows in front
   layer_span    adapt_span_layer (one z per layer), z = 0 (S = 72, cache 136)
+  training      6 updates, one block each with the cache carried: fairseq's model stepped by its
+                AdagradWithGradClip, the oracle by its own §5.5 step (AdaptiveSpanLM.adagrad_step);
+                a large aux scaler drives layer 0's z below 0, so fairseq trims with the raw z
+                (S = 8) and clamps to 0 in the forward, update after update; loss, aux loss, spans
+                and every parameter after each step within 1e-4 relative (worst seen 4e-7)
 fairseq's model is run in float64 (.double()); it still computes the mask, the attention
 softmax, the output log_softmax and the loss in float32 (adaptive_span_attention.py and
 adaptive_span_model.py call .float(); the criterion's log_softmax too). So the tolerance is 2e-5
@@ -73,7 +78,8 @@ def max_rel(a, b):
     return float((a - b).abs().max()) / scale
 
 
-def run_case(name, case, mods, ref_mod):
+def setup(case, mods, ref_mod):
+    """fairseq's model and criterion and the oracle on the same weights."""
     import torch
     from fairseq.data import Dictionary
     torch.manual_seed(14)
@@ -112,6 +118,12 @@ def run_case(name, case, mods, ref_mod):
     ref = ref_mod.AdaptiveSpanLM(rcfg, leaves)
     named = dict(model.named_parameters())
 
+    return model, crit, d, leaves, ref, named
+
+
+def run_case(name, case, mods, ref_mod):
+    import torch
+    model, crit, d, leaves, ref, named = setup(case, mods, ref_mod)
     gen = torch.Generator().manual_seed(5)
     stream = torch.randint(4, len(d), (B, BLOCKS * M + 1), generator=gen)
     stream[0, 7] = d.eos()
@@ -177,6 +189,59 @@ def run_case(name, case, mods, ref_mod):
     return failures
 
 
+TRAIN_CASE = dict(cfg=dict(d_model=16, n_head=4, d_inner=24, n_layer=2, attn_span=200, adapt_span_ramp=16,
+                           adapt_span_layer=False, aux_loss_scaler=5e-2),
+                  z=[[0.0113, 0.0071, 0.0137, 0.0029], [0.3071, 0.2137, 0.1071, 0.2529]], z_step=None)
+TRAIN_UPDATES, TRAIN_LR, TRAIN_CLIP = 6, 0.07, 0.0
+
+
+def run_training(mods, ref_mod, adagrad_cls):
+    """6 updates, one block each, cache carried: fairseq's model + its AdagradWithGradClip against the
+    oracle + its own §5.5 step. The aux term (scaler 0.05) drives layer 0's z below 0 at the first
+    step, so from update 2 on fairseq trims that layer with the raw z (S = 8) and clamps it to 0 in
+    the forward, every update again."""
+    import torch
+    model, crit, d, leaves, ref, named = setup(TRAIN_CASE, mods, ref_mod)
+    opt = adagrad_cls(list(named.values()), lr=TRAIN_LR, grad_clip=TRAIN_CLIP)
+    state = {}
+    gen = torch.Generator().manual_seed(6)
+    stream = torch.randint(4, len(d), (B, TRAIN_UPDATES * M + 1), generator=gen)
+    failures, tol = [], 1e-4
+    raw_negative = 0
+    for u in range(TRAIN_UPDATES):
+        src = stream[:, u * M:(u + 1) * M]
+        target = torch.nn.functional.pad(src[:, 1:], (0, 1), value=d.pad())
+        sample = {"net_input": {"src_tokens": src}, "target": target, "nsentences": B, "ntokens": src.numel()}
+        raw_negative += float(named["decoder.model.layers.0.attn.attn.adaptive_span._mask.current_val"].max()) < 0
+        opt.zero_grad()
+        total, _, log = crit(model, sample)
+        total.backward()
+        opt.step()
+        for t in leaves.values():
+            t.grad = None
+        lp = ref.forward_block(src)
+        loss, aux, tot = ref.loss(lp, target, d.pad())
+        tot.backward()
+        avg, mx = ref.spans()
+        ref.adagrad_step(state, TRAIN_LR, TRAIN_CLIP)
+        e_loss = abs(float(loss) - float(log["loss"])) / abs(float(log["loss"]))
+        e_aux = abs(float(aux) - float(log["total_loss"] - log["loss"])) / abs(float(aux))
+        e_par = max(max_rel(leaves[k].detach(), p.detach()) for k, p in named.items())
+        z0 = [round(float(v), 4) for v in leaves["decoder.model.layers.0.attn.attn.adaptive_span._mask.current_val"].reshape(-1)]
+        print(f"training update {u + 1}: loss {float(loss):.6f} (rel err {e_loss:.1e}) aux rel err {e_aux:.1e} "
+              f"spans {avg}/{mx} S {[s['span'] for s in ref.last_sizes]} params after the step rel err {e_par:.1e}; "
+              f"layer-0 z after the step {z0}")
+        for what, e in (("loss", e_loss), ("aux loss", e_aux), ("parameters after the step", e_par)):
+            if not e <= tol:
+                failures.append(f"training update {u + 1}: {what}: rel error {e:.2e} (tolerance {tol})")
+        if avg != log["avg_span"] or mx != log["max_span"]:
+            failures.append(f"training update {u + 1}: spans {avg}/{mx}, fairseq {log['avg_span']}/{log['max_span']}")
+    if raw_negative < 2:
+        failures.append(f"training: layer 0's z was below 0 before only {raw_negative} forwards; the case was built "
+                        "for the raw-z trimming path from update 2 on")
+    return failures
+
+
 def inner(venv):
     import torch
     from fairseq import utils
@@ -201,10 +266,13 @@ def inner(venv):
     failures = []
     for name, case in CASES.items():
         failures += run_case(name, case, mods, ref_mod)
+    adagrad = sys.modules[f"{base}.adagrad_with_grad_clip"].AdagradWithGradClip
+    failures += run_training(mods, ref_mod, adagrad)
     for f in failures:
         print("FAIL:", f)
     if not failures:
-        print(f"ok: {len(CASES)} cases x {BLOCKS} blocks: the reference equals fairseq's examples/adaptive_span")
+        print(f"ok: {len(CASES)} cases x {BLOCKS} blocks and {TRAIN_UPDATES} training updates: the reference equals "
+              "fairseq's examples/adaptive_span")
     return 1 if failures else 0
 
 
