@@ -21,7 +21,8 @@ One block (AdaptiveSpanLM.forward_block), per layer l with span parameter z_l:
             cache_size = min(L, L − trim + 64); S = L − trim
   next cache  the last rows of [cache_l ‖ h_in] (at most cache_size; fewer while the old cache is
             short), detached; h_in is layer l's input
-  clamp     then z_l ← clamp(z_l, 0, 1) in place (fairseq clamps inside the forward, after trimming)
+  clamp     then z_l ← clamp(z_l, 0, 1) in place (fairseq clamps inside the forward, after trimming;
+            clamp="after_step" is the original: no clamp here, clamp_spans() after each step)
   keys      the cache trimmed to its last S rows, or left-padded with zeros to S rows, then the
             block: kv = [cache (S) ‖ h (M)], query i at row S + i sees rows S + i − d, d = 1..S
   score     (q_i·k_{S+i−d} + q_i·key_pe[:, L − d]) / sqrt(D); softmax over d; then × m_z(d) =
@@ -45,12 +46,14 @@ PREFIX = "decoder.model."
 class Config:
     def __init__(self, vocab_size, d_model=256, n_head=4, d_inner=1024, n_layer=8, attn_span=1024,
                  adapt_span_ramp=32, adapt_span_init=0.0, aux_loss_scaler=2e-6, adapt_span_layer=False,
-                 renormalise=False):
+                 renormalise=False, clamp="forward"):
+        assert clamp in ("forward", "after_step")
         assert d_model % n_head == 0
         self.vocab_size, self.d_model, self.n_head, self.d_inner = vocab_size, d_model, n_head, d_inner
         self.n_layer, self.attn_span, self.ramp, self.init = n_layer, attn_span, adapt_span_ramp, adapt_span_init
         self.aux_loss_scaler, self.adapt_span_layer, self.renormalise = aux_loss_scaler, adapt_span_layer, renormalise
         self.head_dim = d_model // n_head
+        self.clamp = clamp  # "forward": fairseq's port; "after_step": the original (clamp_spans() after each step)
 
 
 def param_shapes(cfg):
@@ -159,8 +162,9 @@ class AdaptiveSpanLM:
             else:
                 kept = torch.cat([torch.zeros(B, S - cache.shape[1], C, dtype=h.dtype), cache], 1)
             self.last_sizes.append({"trim_len": trim, "cache_size": size, "span": S, "cache_rows_in": cache.shape[1]})
-            with torch.no_grad():
-                z.clamp_(0, 1)
+            if cfg.clamp == "forward":
+                with torch.no_grad():
+                    z.clamp_(0, 1)
             kv = torch.cat([kept, h], 1)                              # [B, S+M, C]
 
             def heads(t):                                             # [B, T, C] -> [B, H, T, D]
@@ -206,6 +210,12 @@ class AdaptiveSpanLM:
                 s = state.setdefault(k, torch.zeros_like(p))
                 s += g * g
                 p -= clr * g / (s.sqrt() + 1e-10)
+
+    def clamp_spans(self):
+        """The original's clamp_param() on every layer, called after each optimizer step (§5.1)."""
+        with torch.no_grad():
+            for l in range(self.cfg.n_layer):
+                self.z(l).clamp_(0, 1)
 
     def spans(self):
         """(avg_span, max_span) as fairseq logs them: avg over layers of the mean-z size, max over layers."""

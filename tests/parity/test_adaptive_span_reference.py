@@ -6,6 +6,7 @@
                 the spec's description of _skew/_unskew), for S < M, S = M and S > M
   sizes         the §8 conformance values through the oracle's own helpers: mask at z = 0, R = 32
                 (d = 1 → 1, 17 → 0.5, ≥ 33 → 0), trim_len 8128 and cache 128 at L = 8192
+  clamp modes   fairseq's in-forward clamp vs the original's clamp after each step
   gradcheck     float64 central differences (torch.autograd.gradcheck) of the total loss of one
                 block with respect to key_pe, z, a projection and the embedding, at z away from the
                 mask's kinks, per-head and per-layer spans, with and without renormalisation
@@ -128,11 +129,40 @@ def check_gradients(failures):
             failures.append(f"gradcheck failed (layer_span={layer_span}, renormalise={renorm})")
 
 
+def check_clamp_modes(failures):
+    """clamp="forward" (fairseq) vs "after_step" (the original): equal while z is in [0, 1]; with a
+    z below 0 the port clamps it inside the forward, the original leaves it to clamp_spans()."""
+    out = {}
+    for zs in ((0.0513, 0.2137), (-0.2, 0.2137)):
+        for mode in ("forward", "after_step"):
+            cfg = R.Config(vocab_size=9, d_model=6, n_head=2, d_inner=5, n_layer=1, attn_span=70, adapt_span_ramp=8,
+                           clamp=mode)
+            gg = torch.Generator().manual_seed(2)
+            p = {k: 0.5 * torch.randn(s, generator=gg, dtype=torch.float64) for k, s in R.param_shapes(cfg).items()}
+            zk = R.PREFIX + "layers.0.attn.attn.adaptive_span._mask.current_val"
+            p[zk] = torch.tensor(zs, dtype=torch.float64).reshape(2, 1, 1)
+            model = R.AdaptiveSpanLM(cfg, p)
+            out[(zs, mode)] = (model.forward_block(torch.tensor([[1, 2, 3, 4]])), p[zk].reshape(-1).tolist())
+            if mode == "after_step":
+                model.clamp_spans()
+                if p[zk].reshape(-1).tolist() != [max(0.0, v) for v in zs]:
+                    failures.append(f"clamp_spans() gave {p[zk].reshape(-1).tolist()} for z = {zs}")
+    inside, below = (0.0513, 0.2137), (-0.2, 0.2137)
+    if not torch.equal(out[(inside, "forward")][0], out[(inside, "after_step")][0]):
+        failures.append("clamp modes differ for z inside [0, 1]")
+    if out[(below, "forward")][1] != [0.0, 0.2137] or out[(below, "after_step")][1] != [-0.2, 0.2137]:
+        failures.append(f"z after the forward: port {out[(below, 'forward')][1]}, original {out[(below, 'after_step')][1]}")
+    if torch.equal(out[(below, "forward")][0], out[(below, "after_step")][0]):
+        failures.append("a z below 0 should mask differently in the two clamp modes")
+    print("clamp modes: equal inside [0, 1]; the port clamps in the forward, the original after the step")
+
+
 def main():
     torch.set_num_threads(1)
     failures = []
     check_skew(failures)
     check_sizes(failures)
+    check_clamp_modes(failures)
     check_gradients(failures)
     for f in failures:
         print("FAIL:", f)
