@@ -34,7 +34,6 @@ Without the venv (tests/fairseq/setup_fairseq.sh): tests/oracle_skip.py (fails u
 skips loudly elsewhere). Usage: check_adaptive_span_fairseq.py FAIRSEQ_VENV
 """
 import argparse
-import math
 import os
 import subprocess
 import sys
