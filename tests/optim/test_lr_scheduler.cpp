@@ -152,6 +152,33 @@ TEST(Fixed, WarmupAndEpochs) {
             std::string::npos);
 }
 
+// fairseq FixedLRSchedule (0.12.2): the warmup factor (n+1)/W multiplies the epoch's base lr,
+// also once --force-anneal has started shrinking it. W = 4, --lr 0.1,0.05, --force-anneal 2,
+// --lr-shrink 0.5 (the seed 004 command itself is WarmupAndEpochs' 0.07 / 32000 case).
+TEST(Fixed, WarmupAcrossForceAnneal) {
+  LrSchedule s({.kind = SchedulerKind::Fixed, .lr = {0.1, 0.05}, .warmup_updates = 4, .lr_shrink = 0.5,
+                .force_anneal = 2});
+  EXPECT_NEAR(s.lr_at_epoch(0, 1), 0.025, 1e-17);    // 0.1·1/4
+  EXPECT_NEAR(s.lr_at_epoch(1, 1), 0.05, 1e-17);     // 0.1·2/4
+  EXPECT_NEAR(s.lr_at_epoch(2, 2), 0.01875, 1e-17);  // base 0.05·0.5^(2+1−2) = 0.025, ·3/4
+  EXPECT_NEAR(s.lr_at_epoch(3, 2), 0.025, 1e-17);    // ·4/4
+  EXPECT_NEAR(s.lr_at_epoch(4, 2), 0.025, 1e-17);    // warmup over: the base
+  EXPECT_NEAR(s.lr_at_epoch(9, 3), 0.0125, 1e-17);   // 0.05·0.5^2
+  // Without --force-anneal the last --lr repeats: epoch 5 uses lr[min(4, 1)] = 0.05.
+  LrSchedule t({.kind = SchedulerKind::Fixed, .lr = {0.1, 0.05}});
+  EXPECT_EQ(t.lr_at_epoch(100, 5), 0.05);
+  EXPECT_EQ(t.lr_at_epoch(0, 1), 0.1);  // no warmup: the full lr from update 1
+  // Bad values name the flag.
+  EXPECT_NE(error_of([] { LrSchedule({.kind = SchedulerKind::Fixed, .lr = {0.1}, .lr_shrink = -1}); }).find("--lr-shrink"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { LrSchedule({.kind = SchedulerKind::Fixed, .lr = {0.1}, .warmup_updates = -1}); })
+                .find("--warmup-updates"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { LrSchedule({.kind = SchedulerKind::Fixed, .lr = {0.1}, .force_anneal = 0}); })
+                .find("--force-anneal"),
+            std::string::npos);
+}
+
 TEST(Schedules, FlagNamesAndStopConditions) {
   for (auto k : {SchedulerKind::Fixed, SchedulerKind::InverseSqrt, SchedulerKind::Cosine, SchedulerKind::PolynomialDecay})
     EXPECT_EQ(parse_scheduler_kind(scheduler_kind_name(k)), k);

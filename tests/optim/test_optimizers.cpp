@@ -206,6 +206,49 @@ TEST(AdagradWithGradClip, ClipsEachTensorByItsOwnNorm) {
   EXPECT_NEAR(big.value[1], 0.96585786, kF32Tol);
 }
 
+// Three steps of fairseq's AdagradWithGradClip (examples/adaptive_span/adagrad_with_grad_clip.py,
+// REFERENCE §5.5) on one 2-element tensor, lr 0.1, --adagrad-clip 1: the clip acts at steps 1
+// and 3 and not at step 2, and the accumulator keeps the unclipped squares throughout.
+// (1e-10 in the clip factor changes clr by 2e-11 relative: below kF32Tol, so left out below.)
+TEST(AdagradWithGradClip, ThreeStepsByHand) {
+  auto opt = make_optimizer({.kind = OptimizerKind::AdagradWithGradClip, .adagrad_clip = 1.0});
+  Param p{"w", {1.0f, 2.0f}, {}};
+  // Step 1: g = [3, 4], ‖g‖ = 5 > 1: clr = 0.1·1/5 = 0.02; sum = [9, 16];
+  //   g/sqrt(sum) = [1, 1];  p = [1 − 0.02, 2 − 0.02] = [0.98, 1.98]
+  step1(*opt, p, {3.0f, 4.0f}, 0.1);
+  EXPECT_NEAR(p.value[0], 0.98, kF32Tol);
+  EXPECT_NEAR(p.value[1], 1.98, kF32Tol);
+  // Step 2: g = [0.6, 0], ‖g‖ = 0.6 ≤ 1: clr = 0.1 (no clip); sum = [9.36, 16];
+  //   sqrt(9.36) = 3.0594117081556710;  p0 = 0.98 − 0.1·0.6/3.059411708 = 0.98 − 0.0196116135
+  //   = 0.9603883865;  p1 unchanged (g = 0) = 1.98
+  step1(*opt, p, {0.6f, 0.0f}, 0.1);
+  EXPECT_NEAR(p.value[0], 0.9603883865, kF32Tol);
+  EXPECT_NEAR(p.value[1], 1.98, kF32Tol);
+  // Step 3: g = [−0.8, 1.5], ‖g‖ = sqrt(0.64 + 2.25) = 1.7 > 1: clr = 0.1/1.7 = 0.0588235294;
+  //   sum = [10, 18.25];  sqrt: [3.1622776602, 4.2720018727]
+  //   p0 = 0.9603883865 + 0.0588235294·0.8/3.1622776602 = 0.9603883865 + 0.0148813066 = 0.9752696931
+  //   p1 = 1.98 − 0.0588235294·1.5/4.2720018727 = 1.98 − 0.0206543201 = 1.9593456799
+  step1(*opt, p, {-0.8f, 1.5f}, 0.1);
+  EXPECT_NEAR(p.value[0], 0.9752696931, kF32Tol);
+  EXPECT_NEAR(p.value[1], 1.9593456799, kF32Tol);
+  auto sd = opt->state_dict();
+  ASSERT_EQ(sd.tensors.size(), 1u);
+  EXPECT_EQ(sd.tensors[0].first, "w.sum");
+  EXPECT_NEAR(sd.tensors[0].second.f32()[0], 10.0, kF32Tol);   // 9 + 0.36 + 0.64: unclipped squares
+  EXPECT_NEAR(sd.tensors[0].second.f32()[1], 18.25, kF32Tol);  // 16 + 0 + 2.25
+  EXPECT_EQ(opt->step_count("w"), 3);
+}
+
+// fairseq clips on the norm of d = g + wd·p (weight decay is added before _clip_grad), not of g.
+TEST(AdagradWithGradClip, ClipNormIncludesWeightDecay) {
+  auto opt = make_optimizer({.kind = OptimizerKind::AdagradWithGradClip, .weight_decay = 0.5, .adagrad_clip = 1.0});
+  Param p{"w", {2.0f}, {}};
+  // d = 0.5 + 0.5·2 = 1.5 > 1: clr = 0.1/1.5 = 0.0666667; sum = 2.25; d/sqrt(sum) = 1;
+  //   p = 2 − 0.0666667 = 1.9333333  (clipping on ‖g‖ = 0.5 would give 2 − 0.1 = 1.9)
+  step1(*opt, p, {0.5f}, 0.1);
+  EXPECT_NEAR(p.value[0], 1.9333333333, kF32Tol);
+}
+
 // The OpenMP path (large tensors) gives the same per-element result as the formula.
 TEST(Nag, LargeTensorMatchesPerElementFormula) {
   const int64_t n = 100003;

@@ -4,9 +4,14 @@
 //                        "betas": [0.9, 0.999], "eps": 1e-8, "adagrad_clip": 0.5,
 //                        "lr_decay": 0.0, "initial_accumulator_value": 0.0}   (all but kind optional)
 //                        "params": [{"name": "a", "numel": 7}, ...], "lrs": [lr per step]}
+//                       or, instead of "lrs", a schedule and the epoch of each step:
+//                        "schedule": {"kind": "fixed", "lr": [0.07], "warmup_updates": 7,
+//                                     "force_anneal": 3, "lr_shrink": 0.5}   (all but kind, lr optional)
+//                        "epochs": [1-based epoch of each step]   (step n+1 uses lr_at_epoch(n, epoch))
 //   CASE_DIR/init.f32   initial values, params concatenated              [P] float32 LE
 //   CASE_DIR/grads.f32  grads of every step                              [steps, P]
 // Writes CASE_DIR/out.f32: the values after each step                    [steps, P]
+//    and CASE_DIR/lrs.f64:  the lr of each step                             [steps] float64 LE
 // Not part of test_optim (it lives in driver/, outside the test glob).
 #include <cstdio>
 #include <fstream>
@@ -14,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 
 using namespace stretch;
@@ -48,7 +54,20 @@ int main(int argc, char** argv) {
 
     size_t total = 0;
     for (const auto& p : c["params"]) total += p["numel"].get<size_t>();
-    const auto lrs = c["lrs"].get<std::vector<double>>();
+    std::vector<double> lrs;
+    if (c.contains("schedule")) {
+      const auto& s = c["schedule"];
+      SchedulerConfig sc{.kind = parse_scheduler_kind(s["kind"].get<std::string>()),
+                         .lr = s["lr"].get<std::vector<double>>()};
+      if (s.contains("warmup_updates")) sc.warmup_updates = s["warmup_updates"].get<int64_t>();
+      if (s.contains("force_anneal")) sc.force_anneal = s["force_anneal"].get<int64_t>();
+      if (s.contains("lr_shrink")) sc.lr_shrink = s["lr_shrink"].get<double>();
+      const LrSchedule sched(sc);
+      const auto epochs = c["epochs"].get<std::vector<int64_t>>();
+      for (size_t n = 0; n < epochs.size(); ++n) lrs.push_back(sched.lr_at_epoch(static_cast<int64_t>(n), epochs[n]));
+    } else {
+      lrs = c["lrs"].get<std::vector<double>>();
+    }
     std::vector<float> values = read_f32(dir + "/init.f32", total);
     const std::vector<float> grads = read_f32(dir + "/grads.f32", total * lrs.size());
     std::vector<float> grad(total), out;
@@ -67,6 +86,9 @@ int main(int argc, char** argv) {
     std::ofstream of(dir + "/out.f32", std::ios::binary);
     of.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size() * 4));
     if (!of) fail_io(dir + "/out.f32", "could not write");
+    std::ofstream lf(dir + "/lrs.f64", std::ios::binary);
+    lf.write(reinterpret_cast<const char*>(lrs.data()), static_cast<std::streamsize>(lrs.size() * 8));
+    if (!lf) fail_io(dir + "/lrs.f64", "could not write");
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "optim_driver: error: " << e.what() << "\n";
