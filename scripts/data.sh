@@ -205,6 +205,20 @@ case "$corpus" in
     split_bytes "$src" "$raw/valid.raw" "$a" "$b"
     split_bytes "$src" "$raw/test.raw" "$b" "$n"
     preprocess --byte-level --trainpref "$raw/train.raw" --validpref "$raw/valid.raw" --testpref "$raw/test.raw"
+    # The same splits in the format of the awd-lstm prep_enwik8.py that seed 004 preprocesses
+    # (every byte as its decimal value, space separated; a newline byte is a real line break,
+    # which fairseq-preprocess turns into </s>), so its command runs as written:
+    #   stretch preprocess --only-source --trainpref data/enwik8/train.txt --validpref
+    #     data/enwik8/valid.txt --testpref data/enwik8/test.txt --destdir DIR --joined-dictionary --workers 20
+    for s in train valid test; do
+      python3 - "$raw/$s.raw" "$raw/$s.txt" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+with open(sys.argv[2], "w") as out:
+    out.write(" ".join("\n" if c == 10 else str(c) for c in data))  # exactly prep_enwik8.py's part_str
+PY
+    done
+    say "prep_enwik8-format text (seed 004's input): $raw/{train,valid,test}.txt"
     ;;
 
   shakespeare)

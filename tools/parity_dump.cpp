@@ -9,6 +9,8 @@
 //    (check_trajectory.py). OPT.json holds fairseq names: optimizer, lr, momentum,
 //    weight_decay, adam_betas, adam_eps, lr_scheduler, warmup_updates, warmup_init_lr, min_lr,
 //    max_lr, lr_period_updates, t_mult, lr_shrink, max_update, clip_norm.
+//  * --segments K: the model dump over K consecutive batches through the family's training
+//    memory (--mem-len; run_memory_parity.py).
 // The last row of every batch ends in --pad pad tokens (right padding, as fairseq collates).
 // Usage: stretch_parity_dump --model-json '{"pos":"alibi","vocab_size":50}' --batch 2 --len 16
 //          --pad 3 --seed 1 --checkpoint ckpt.pt --dump dump.safetensors
@@ -90,6 +92,43 @@ int model_dump(models::LanguageModel& model, int64_t batch, int64_t len, int64_t
   return 0;
 }
 
+// --segments K (a family with training memory, e.g. --mem-len): K consecutive batches through
+// one SegmentState in training mode (dropout 0 in the parity configs), each segment's loss
+// backward in turn, so the gradients are the sum over the K segments with the memory detached.
+// Writes src_tokens / target [K, B, T], logits [K, B, T, V], loss [K] and the summed "grad.<name>".
+int segments_dump(models::LanguageModel& model, int64_t segments, int64_t batch, int64_t len, int64_t pad,
+                  uint64_t seed, const std::string& dump) {
+  const models::ModelInfo cfg = model.info();
+  std::unique_ptr<models::SegmentState> state = model.new_segment_state(models::SegmentUse::Training);
+  if (!state) fail_usage("--segments needs a model with training memory (e.g. \"mem_len\": 8 in --model-json)");
+  Rng rng(seed, 99);
+  const int64_t V = cfg.vocab_size;
+  Tensor all_src = Tensor::empty({segments, batch, len}, DType::I32), all_tgt = Tensor::empty({segments, batch, len}, DType::I32);
+  Tensor all_logits = Tensor::empty({segments, batch, len, V}), losses = Tensor::empty({segments});
+  model.params().zero_grad();
+  for (int64_t k = 0; k < segments; ++k) {
+    Tensor src = Tensor::empty({batch, len}, DType::I32), tgt = Tensor::empty({batch, len}, DType::I32);
+    random_batch(rng, cfg, pad, src, tgt);
+    autograd::Var hidden =
+        model.features(src, {.mode = models::Mode::Train, .seed = seed, .step = static_cast<uint64_t>(k), .state = state.get()});
+    {
+      autograd::NoGradGuard no_grad;
+      Tensor logits = model.head().log_scores(hidden.value());  // [B, T, V]
+      std::copy_n(logits.f32(), batch * len * V, all_logits.f32() + k * batch * len * V);
+    }
+    autograd::Var loss = model.head().loss(hidden, tgt, cfg.padding_idx, nn::LossUse::Training).loss;
+    autograd::tape().backward(loss);
+    losses.f32()[k] = loss.value().f32()[0];
+    std::copy_n(src.i32(), batch * len, all_src.i32() + k * batch * len);
+    std::copy_n(tgt.i32(), batch * len, all_tgt.i32() + k * batch * len);
+  }
+  NamedTensors out = {{"src_tokens", all_src}, {"target", all_tgt}, {"logits", all_logits}, {"loss", losses}};
+  for (const auto& [name, var] : model.params().items()) out.emplace_back("grad." + name, var.grad());
+  save_safetensors(dump, out, {{"config", model.config_json().dump()}, {"segments", std::to_string(segments)}});
+  std::cout << "segments " << segments << ", last loss " << losses.f32()[segments - 1] << "\n";
+  return 0;
+}
+
 int trajectory(models::LanguageModel& model, const std::string& opt_path, int64_t steps, int64_t batch, int64_t len,
                int64_t pad, uint64_t seed, const std::string& batches_path, const std::string& losses_path) {
   std::ifstream in(opt_path);
@@ -129,7 +168,7 @@ int trajectory(models::LanguageModel& model, const std::string& opt_path, int64_
 int main(int argc, char** argv) {
   CLI::App app{"stretch parity dump"};
   std::string model_json = "{}", checkpoint, dump, trajectory_opt, batches, losses;
-  int64_t batch = 2, len = 16, pad = 0, steps = 20;
+  int64_t batch = 2, len = 16, pad = 0, steps = 20, segments = 1;
   uint64_t seed = 1;
   uint64_t step = 0;
   app.add_option("--model-json", model_json,
@@ -141,6 +180,7 @@ int main(int argc, char** argv) {
   app.add_option("--step", step, "model dump: the update number of the forward pass (ALiBi slope warm-up)");
   app.add_option("--checkpoint", checkpoint, "the initial model")->required();
   app.add_option("--dump", dump, "model dump output");
+  app.add_option("--segments", segments, "model dump over K consecutive batches through the training memory");
   app.add_option("--trajectory", trajectory_opt, "optimizer config JSON: run --steps updates instead");
   app.add_option("--steps", steps);
   app.add_option("--batches", batches, "trajectory: batches output");
@@ -161,6 +201,7 @@ int main(int argc, char** argv) {
     models::LanguageModel& model = *model_ptr;
     model.init(seed);
     train::save_checkpoint(checkpoint, model, {.dict_hash = "parity"});
+    if (!dump.empty() && segments > 1) return segments_dump(model, segments, batch, len, pad, seed, dump);
     if (!dump.empty()) return model_dump(model, batch, len, pad, seed, step, dump);
     return trajectory(model, trajectory_opt, steps, batch, len, pad, seed, batches, losses);
   } catch (const std::exception& e) {

@@ -274,6 +274,60 @@ Var concat_rows(const Var& a, const Var& b) {
   return y;
 }
 
+Var concat_time(const Tensor& memory, const Var& x) {
+  const Shape& s = x.shape();  // [B, T, C]
+  STRETCH_CHECK(s.rank() == 3 && memory.rank() == 3 && memory.dim(0) == s[0] && memory.dim(2) == s[2],
+                "concat_time: memory " << memory.shape().str() << " and x " << s.str());
+  const int64_t B = s[0], T = s[1], C = s[2], S = memory.dim(1);
+  Var y(Tensor::empty({B, S + T, C}));
+  for (int64_t b = 0; b < B; ++b) {
+    std::copy_n(memory.f32() + b * S * C, S * C, y.data() + b * (S + T) * C);
+    std::copy_n(x.data() + b * T * C, T * C, y.data() + (b * (S + T) + S) * C);
+  }
+  if (needs_grad({&x})) {
+    y.set_requires_grad(true);
+    tape().push([x, y, B, S, T, C] {
+      store_grad(x, [&](float* g, ops::GradInit init) {
+        for (int64_t b = 0; b < B; ++b) {
+          const float* gy = y.grad_data() + (b * (S + T) + S) * C;
+          if (init == ops::GradInit::Overwrite) std::copy_n(gy, T * C, g + b * T * C);
+          else ops::axpy(g + b * T * C, gy, 1.0f, T * C);
+        }
+      });
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var last_time(const Var& x, int64_t n) {
+  const Shape& s = x.shape();  // [B, T, C]
+  STRETCH_CHECK(s.rank() == 3 && n >= 1 && n <= s[1], "last_time: " << n << " of " << s.str());
+  const int64_t B = s[0], T = s[1], C = s[2];
+  if (n == T) return x;
+  Var y(Tensor::empty({B, n, C}));
+  for (int64_t b = 0; b < B; ++b) std::copy_n(x.data() + (b * T + T - n) * C, n * C, y.data() + b * n * C);
+  if (needs_grad({&x})) {
+    y.set_requires_grad(true);
+    tape().push([x, y, B, T, C, n] {
+      store_grad(x, [&](float* g, ops::GradInit init) {
+        for (int64_t b = 0; b < B; ++b) {
+          float* gx = g + b * T * C;
+          const float* gy = y.grad_data() + b * n * C;
+          if (init == ops::GradInit::Overwrite) {
+            std::fill_n(gx, (T - n) * C, 0.f);
+            std::copy_n(gy, n * C, gx + (T - n) * C);
+          } else {
+            ops::axpy(gx + (T - n) * C, gy, 1.0f, n * C);
+          }
+        }
+      });
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
 Var split_heads(const Var& x, int64_t heads) {
   const Shape& s = x.shape();  // [B, T, H·D]
   STRETCH_CHECK(s.rank() == 3 && s[2] % heads == 0, "split_heads: " << s.str() << " into " << heads << " heads");

@@ -50,6 +50,12 @@ struct RowPart {
 Var scatter_rows(const std::vector<RowPart>& parts, const Shape& out_shape);
 // out [A + B, C] = [a [A, C]; b [B, C]] (the adaptive softmax's tied head: word rows, then cluster rows)
 Var concat_rows(const Var& a, const Var& b);
+// Along the time axis of [B, T, C] (XL-style memory, transformer_lm --mem-len):
+// out [B, S + T, C] = [memory [B, S, C] ‖ x [B, T, C]] per batch row; memory is a constant (no
+// gradient: the memory of earlier segments is detached), x's gradient is out's last T rows.
+Var concat_time(const Tensor& memory, const Var& x);
+// out [B, n, C] = the last n positions of x [B, T, C] (x itself when n = T); gradient into x's last n rows.
+Var last_time(const Var& x, int64_t n);
 // Rows of a table by position index, e.g. learned positions: same as embedding.
 // [B, T, H·D] -> [B, H, T, D] and back
 Var split_heads(const Var& x, int64_t heads);

@@ -2,10 +2,12 @@
 // The ALiBi README's commands run with the program name swapped (REFERENCE.md §4.4):
 //   --sample-break-mode none --gen-subset valid --max-sentences 1 --model-overrides "{...}"
 //   --tokens-per-sample l --max-tokens l --max-target-positions l --context-window c
-// stretch additions: --stride S (= --context-window L-S), --kv-cache, --alibi-interpolate, --results-json FILE,
+// --task truncated_bptt_lm --batch-size B --tokens-per-sample T: fairseq's examples/truncated_bptt
+// evaluation (eval/eval_lm.h). stretch additions: --bptt-order, --stride S (= --context-window L-S), --kv-cache, --alibi-interpolate, --results-json FILE,
 // --output-word-probs FILE (per-token NLL as TSV).
 #include "cli/command.h"
 #include "cli/overrides.h"
+#include "core/error.h"
 #include "eval/eval_lm.h"
 
 namespace stretch::cli {
@@ -19,6 +21,8 @@ struct EvalLmFlags {
   bool skip_invalid_size = false;
   std::string break_mode = "none";
   int64_t max_target_positions = 0;
+  std::string task = "language_modeling";
+  std::string bptt_order = "fairseq";
 };
 }  // namespace
 
@@ -55,7 +59,15 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
                "ALiBi position interpolation (arXiv:2310.13017): slopes x train length / --tokens-per-sample when longer");
   sub.add_flag("--kv-cache", f->kv_cache,
                "Transformer-XL-style cached evaluation for relative position methods (faster; not fairseq's protocol)");
-  add_ignored_flag(sub, "--task", "stretch evaluates language_modeling data", true);
+  sub.add_option("--task", f->task,
+                 "language_modeling (windows) | truncated_bptt_lm (--batch-size streams of --tokens-per-sample "
+                 "segments, the model's memory carried across them)")
+      ->check(CLI::IsMember({"language_modeling", "truncated_bptt_lm"}))
+      ->capture_default_str();
+  sub.add_option("--bptt-order", f->bptt_order,
+                 "truncated_bptt_lm: fairseq (targets within each block) | transformer_xl (targets cross segments)")
+      ->check(CLI::IsMember({"fairseq", "transformer_xl"}))
+      ->capture_default_str();
   add_ignored_flag(sub, "--softmax-batch", "the softmax runs only at scored rows, in bounded chunks", true);
   add_ignored_flag(sub, "--cpu", "stretch always runs on the CPU", false);
   add_ignored_flag(sub, "--num-workers", "data loading is memory-mapped in-process", true);
@@ -67,6 +79,13 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
     apply_common_options(f->common);
     f->config.overrides = parse_model_overrides(f->overrides);
     if (f->kv_cache) f->config.options.protocol = eval::EvalProtocol::KvCache;
+    if (f->task == "truncated_bptt_lm") {
+      if (f->kv_cache)
+        fail_usage("--kv-cache and --task truncated_bptt_lm are two ways to carry state across segments",
+                   "give one: truncated_bptt_lm uses the model's --mem-len memory");
+      f->config.options.protocol = eval::EvalProtocol::TruncatedBptt;
+      f->config.options.bptt_across_blocks = f->bptt_order == "transformer_xl";
+    }
     return eval::run_eval_lm(f->config);
   };
 }

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
+#include "train/lm_data.h"
 #include "train/trainer.h"
 
 namespace stretch::cli {
@@ -53,8 +54,14 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("data,--data", c.data,
                  "data-bin directory made by `stretch preprocess` or fairseq-preprocess (positional, --data, or "
                  "\"data\" in --config)");
-  sub.add_option("--task", c.task, "language_modeling (truncated_bptt_lm comes with Transformer-XL)")
-      ->check(CLI::IsMember({"language_modeling"}));
+  sub.add_option("--task", c.task,
+                 "language_modeling | truncated_bptt_lm (--batch-size streams walked in order, memory carried "
+                 "across batches with --mem-len; REFERENCE.md §6.5)")
+      ->check(CLI::IsMember({"language_modeling", "truncated_bptt_lm"}))
+      ->capture_default_str();
+  add_enum_option(sub, "--bptt-order", c.bptt_order, train::kBpttOrderCount, train::bptt_order_name,
+                  "truncated_bptt_lm: fairseq (blocks of --tokens-per-sample, the last position of each block has no "
+                  "target) | transformer_xl (the original LMOrderedIterator: targets cross segment boundaries)");
   sub.add_option("--tokens-per-sample", c.tokens_per_sample, "block length L (training length)")
       ->transform(int_at_least(1, "the training block length"))->capture_default_str();
   add_enum_option(sub, "--sample-break-mode", c.sample_break_mode, data::kBreakModeCount, data::break_mode_name,

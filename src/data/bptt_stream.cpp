@@ -26,7 +26,7 @@ BpttStreams::BpttStreams(std::shared_ptr<const TokenStream> stream, BpttParams p
     num_steps_ = row_len_ > 1 ? (row_len_ - 1 + t - 1) / t : 0;
   }
   if (num_steps_ == 0)
-    fail_input("data", "too small for truncated BPTT: " + std::to_string(n) + " tokens cannot fill " + std::to_string(g) +
+    fail_input(p_.source, "too small for truncated BPTT: " + std::to_string(n) + " tokens cannot fill " + std::to_string(g) +
                            " streams of at least one block of " + std::to_string(t) + " tokens",
                "lower --batch-size or --tokens-per-sample, or use more data");
 }

@@ -19,6 +19,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "data/batch.h"
@@ -35,6 +36,7 @@ struct BpttParams {
   int num_shards = 1;
   int shard_id = 0;
   int32_t pad = 1;
+  std::string source = "data";     // the split's file, for errors
 };
 
 class BpttStreams {

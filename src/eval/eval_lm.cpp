@@ -18,6 +18,7 @@
 #include "core/output_file.h"
 #include "core/progress_display.h"
 #include "core/signals.h"
+#include "data/bptt_stream.h"
 #include "data/eval_windows.h"
 #include "tensor/pool.h"
 #include "train/lm_data.h"
@@ -175,6 +176,58 @@ void evaluate_kv_cache(models::LanguageModel& model, const data::TokenStream& st
   r.max_rows = 1;
 }
 
+// --task truncated_bptt_lm: B = --batch-size streams of segments of L (eval_lm.h).
+data::BpttStreams bptt_streams(const data::TokenStream& stream, int64_t L, const EvalOptions& o) {
+  std::shared_ptr<const data::TokenStream> s(&stream, [](const data::TokenStream*) {});
+  return data::BpttStreams(
+      s, {.batch_size = o.max_sentences > 0 ? o.max_sentences : 1,
+          .tokens_per_sample = L,
+          .targets = o.bptt_across_blocks ? data::BpttTargets::AcrossBlocks : data::BpttTargets::WithinBlock,
+          .pad = o.pad,
+          .source = "the evaluated split"});
+}
+
+// The targets the streams score (what the progress display counts to).
+int64_t bptt_targets(const data::BpttStreams& streams) {
+  data::Batch batch;
+  int64_t n = 0;
+  for (int64_t i = 0; i < streams.num_steps(); ++i) {
+    streams.step(i, batch);
+    n += batch.ntokens;
+  }
+  return n;
+}
+
+// The steps in order, the model's memory carried from each to the next.
+void evaluate_bptt(models::LanguageModel& model, const data::BpttStreams& streams, const EvalOptions& o,
+                   NllStats& stats, EvalResult& r) {
+  data::Batch batch;
+  std::unique_ptr<models::SegmentState> memory = model.new_segment_state(models::SegmentUse::Training);
+  ScoredRows scored;
+  for (int64_t i = 0; i < streams.num_steps(); ++i) {
+    streams.step(i, batch);
+    const int64_t B = batch.rows(), W = batch.width();
+    Tensor hidden = model.features(batch.src, {.state = memory.get()}).value();  // [B, W, C]
+    scored.clear();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < W; ++t) {
+        const int32_t y = batch.tgt.i32()[b * W + t];
+        if (y == o.pad) continue;
+        scored.row.push_back(b * W + t);
+        scored.target.push_back(y);
+        scored.offset.push_back(batch.offsets[b] + t);
+      }
+    score_rows(model, hidden, scored, o.score_chunk_rows, stats);
+    r.fairseq_ntokens += B * W;
+    ++r.forward_passes;
+    r.max_rows = std::max(r.max_rows, B);
+    if (o.on_progress && !o.on_progress(stats.count + stats.dropped_inf, r.total_tokens)) {
+      r.partial = true;
+      return;
+    }
+  }
+}
+
 // STRETCH_TEST_EVAL_STALL_AFTER_PASS=N (tests only, docs/formats.md "Test hooks"): after forward
 // pass N, eval-lm waits for a stop signal, so a test can interrupt it at a known point.
 int64_t test_stall_after_pass() {
@@ -191,7 +244,14 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
   if (o.stride < 0) fail_usage("--stride " + std::to_string(o.stride) + " must be positive");
   if (o.context_window < 0) fail_usage("--context-window " + std::to_string(o.context_window) + " must be >= 0");
   int64_t c = o.context_window;
-  if (o.protocol == EvalProtocol::KvCache) {
+  if (o.protocol == EvalProtocol::TruncatedBptt) {
+    // fairseq's TruncatedBPTTLMTask.eval_lm_dataloader raises NotImplementedError with this advice.
+    if (o.context_window > 0 || o.stride > 0)
+      fail_usage(std::string(o.context_window > 0 ? "--context-window" : "--stride") +
+                     " is refused with --task truncated_bptt_lm: Transformer-XL-style models don't need a context "
+                     "window",
+                 "drop it and give the model memory instead: --model-overrides '{\"mem_len\":42}'");
+  } else if (o.protocol == EvalProtocol::KvCache) {
     if (o.stride > 0)
       fail_usage("--stride has no meaning with --kv-cache",
                  "--kv-cache scores segments of --tokens-per-sample tokens; --context-window sets the memory");
@@ -227,7 +287,16 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
   r.tokens_per_sample = L;
   r.protocol = o.protocol;
   r.total_tokens = stream.total_tokens();
-  if (o.protocol == EvalProtocol::KvCache) {
+  if (o.protocol == EvalProtocol::TruncatedBptt) {
+    r.context_window = 0;
+    r.protocol_text = std::string("truncated_bptt_lm (") + (o.bptt_across_blocks ? "transformer_xl" : "fairseq") +
+                      " order): " + std::to_string(o.max_sentences > 0 ? o.max_sentences : 1) +
+                      " streams, segments of " + std::to_string(L) + ", the model's memory carried across segments";
+    const data::BpttStreams streams = bptt_streams(stream, L, o);
+    r.total_tokens = bptt_targets(streams);
+    if (o.on_start) o.on_start(r);
+    evaluate_bptt(model, streams, o, stats, r);
+  } else if (o.protocol == EvalProtocol::KvCache) {
     const int64_t memory = c > 0 ? c : L;
     r.context_window = memory;
     r.protocol_text = "kv-cache (Transformer-XL style: segments of " + std::to_string(L) + ", memory " +
@@ -262,7 +331,8 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
 
 nlohmann::json eval_result_json(const EvalResult& r) {
   const bool kv = r.protocol == EvalProtocol::KvCache;
-  return {{"count", r.count},
+  const bool bptt = r.protocol == EvalProtocol::TruncatedBptt;
+  nlohmann::json j = {{"count", r.count},
           {"dropped_inf", r.dropped_inf},
           {"loss_base2", r.loss2},
           {"ppl", r.ppl},
@@ -277,6 +347,11 @@ nlohmann::json eval_result_json(const EvalResult& r) {
           {"tokens_per_second", r.tokens_per_second},
           {"forward_passes", r.forward_passes},
           {"windows_per_pass", r.max_rows}};
+  if (bptt) {
+    j["task"] = "truncated_bptt_lm";
+    j["fairseq_ntokens"] = r.fairseq_ntokens;
+  }
+  return j;
 }
 
 double peak_rss_mb() {
@@ -378,8 +453,10 @@ int run_eval_lm(const EvalLmConfig& cfg) {
     std::fflush(stdout);
     return 128 + sig;
   }
-  std::printf("Evaluated %lld tokens in %.1fs (%.2f tokens/s)\n", static_cast<long long>(r.count), r.seconds,
-              r.tokens_per_second);
+  // fairseq counts sample["ntokens"] here: B·T per step for truncated_bptt_lm, the scored targets otherwise.
+  const int64_t evaluated = r.protocol == EvalProtocol::TruncatedBptt ? r.fairseq_ntokens : r.count;
+  std::printf("Evaluated %lld tokens in %.1fs (%.2f tokens/s)\n", static_cast<long long>(evaluated), r.seconds,
+              static_cast<double>(evaluated) / std::max(r.seconds, 1e-9));
   std::printf("Loss (base 2): %.4f, Perplexity: %.2f\n", r.loss2, r.ppl);
   std::printf("Standard error of the mean loss (base 2): %.4f\n", r.stderr2);
   if (r.dropped_inf > 0)

@@ -16,6 +16,12 @@
 // M = (c > 0 ? c : L) tokens kept and reused (here c may exceed L; --stride is refused). It is faster and NOT the fairseq protocol; its
 // output says so. With M ≥ the stream length it computes exactly the non-overlapping
 // evaluation with one window holding the whole stream (tests/eval/test_eval_lm.cpp).
+// --task truncated_bptt_lm (EvalProtocol::TruncatedBptt, fairseq's examples/truncated_bptt
+// eval_lm_dataloader): B = --batch-size streams over the split in segments of T = --tokens-per-sample
+// (data::BpttStreams, the order of --bptt-order), one forward pass per step in order, the model's
+// memory (SegmentUse::Training: --mem-len, or none) carried from step to step; every non-pad target is
+// scored (fairseq order: T − 1 per full block); "Evaluated N tokens" counts B·T per step as fairseq's
+// does (EvalResult::fairseq_ntokens). --context-window is refused with fairseq's advice.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -33,7 +39,7 @@ class TokenStream;
 
 namespace stretch::eval {
 
-enum class EvalProtocol : uint8_t { Windows, KvCache };
+enum class EvalProtocol : uint8_t { Windows, KvCache, TruncatedBptt };
 
 constexpr int64_t kForwardTokens = 4096;           // most input tokens per forward pass
 constexpr int64_t kScoreChunkBytes = nn::kScoreChunkBytes;  // logits computed at once while scoring
@@ -45,6 +51,7 @@ struct EvalOptions {
   int64_t max_sentences = 0;       // windows per forward pass (0: no limit but kForwardTokens)
   int64_t max_tokens = 0;          // block tokens (without context) per forward pass (0: no limit)
   EvalProtocol protocol = EvalProtocol::Windows;
+  bool bptt_across_blocks = false;  // TruncatedBptt: --bptt-order transformer_xl (targets cross segments)
   int32_t pad = 1, eos = 2;
   std::string word_probs_path = ""; // per-token NLL dump (TSV: offset, target id, nll nats)
   int64_t score_chunk_rows = 0;    // rows projected to logits at once (0: kScoreChunkBytes of logits)
@@ -71,6 +78,7 @@ struct EvalResult {
   EvalProtocol protocol = EvalProtocol::Windows;
   std::string protocol_text;      // description for the output
   int64_t total_tokens = 0;       // targets in the stream (count + dropped_inf when complete)
+  int64_t fairseq_ntokens = 0;    // TruncatedBptt: Σ B·T over the steps (fairseq's "Evaluated N tokens")
   bool partial = false;           // stopped early by on_progress: the numbers cover `count` targets
 };
 

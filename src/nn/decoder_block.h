@@ -6,7 +6,8 @@
 // fc2.*, final_layer_norm.*, registered in that order. The caller gives the four dropout
 // streams (attention probabilities, attention output, activations, FFN output) so masks stay
 // the family's to number. `queries` < T: the block outputs only the last `queries` positions
-// (evaluation without grad; keys and values still come from all T).
+// (keys and values still come from all T): the scored rows in evaluation, or the current segment
+// when x = [memory ‖ segment] (transformer_lm --mem-len; differentiable in the segment's rows).
 #pragma once
 #include <array>
 
@@ -46,7 +47,7 @@ class DecoderBlock {
   bool normalize_before_ = true;
 };
 
-// The last n positions of x [B, T, C]: [B, n, C] (x itself when n = T; evaluation without grad).
+// The last n positions of x [B, T, C]: [B, n, C] (x itself when n = T; autograd::last_time).
 Var last_positions(const Var& x, int64_t n);
 
 }  // namespace stretch::nn

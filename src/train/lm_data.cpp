@@ -56,7 +56,56 @@ class BlockSplit final : public LmSplit {
   std::vector<int64_t> schedule_;
 };
 
+// --task truncated_bptt_lm: every step of the streams is one batch, in order, every epoch.
+class BpttSplit final : public LmSplit {
+ public:
+  explicit BpttSplit(data::BpttStreams streams) : streams_(std::move(streams)) {}
+  void set_epoch(int64_t) override {}  // fairseq: disable_shuffling, the same order every epoch
+  int64_t num_batches() const override { return streams_.num_steps(); }
+  LmBatch batch(int64_t index) const override { return bptt_batch(streams_, index); }
+  int64_t num_tokens() const override { return total_; }
+  int64_t total_ = 0;
+
+ private:
+  data::BpttStreams streams_;
+};
+
 }  // namespace
+
+const char* lm_task_name(LmTask t) {
+  switch (t) {
+    case LmTask::LanguageModeling: return "language_modeling";
+    case LmTask::TruncatedBptt: return "truncated_bptt_lm";
+  }
+  return "?";
+}
+
+LmTask parse_lm_task(const std::string& name) {
+  for (int i = 0; i < kLmTaskCount; ++i)
+    if (name == lm_task_name(static_cast<LmTask>(i))) return static_cast<LmTask>(i);
+  fail_usage("--task " + name + ": unknown task", "use language_modeling or truncated_bptt_lm");
+}
+
+const char* bptt_order_name(data::BpttTargets t) {
+  switch (t) {
+    case data::BpttTargets::WithinBlock: return "fairseq";
+    case data::BpttTargets::AcrossBlocks: return "transformer_xl";
+  }
+  return "?";
+}
+
+LmBatch bptt_batch(const data::BpttStreams& streams, int64_t step) {
+  data::Batch b;
+  streams.step(step, b);
+  LmBatch out;
+  out.src = b.src;
+  out.tgt = b.tgt;
+  // fairseq's _collate_fn: "ntokens": item.numel() (B·T of the padded block batch), which
+  // cross_entropy / adaptive_loss return as sample_size and log as ntokens.
+  out.ntokens = b.rows() * b.width();
+  out.sample_size = out.ntokens;
+  return out;
+}
 
 std::shared_ptr<const data::TokenStream> open_split_stream(const std::string& data_dir, const std::string& split,
                                                            const LmData& data) {
@@ -73,6 +122,21 @@ std::shared_ptr<const data::TokenStream> open_split_stream(const std::string& da
 std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::string& split, const LmData& data,
                                        const LmSplitOptions& o) {
   auto stream = open_split_stream(data_dir, split, data);
+  if (o.task == LmTask::TruncatedBptt) {
+    if (o.batch_size < 1)
+      fail_usage("--task truncated_bptt_lm needs --batch-size (the number of parallel streams)",
+                 "e.g. --batch-size 22 as in Transformer-XL's enwik8 script; --max-tokens has no meaning for this task");
+    auto split_ptr = std::make_unique<BpttSplit>(data::BpttStreams(
+        stream, {.batch_size = o.batch_size,
+                 .tokens_per_sample = o.tokens_per_sample,
+                 .targets = o.bptt_order,
+                 .num_shards = o.shard_count,
+                 .shard_id = o.shard_rank,
+                 .pad = data.pad,
+                 .source = (fs::path(data_dir) / (split + ".bin")).string()}));
+    split_ptr->total_ = stream->total_tokens();
+    return split_ptr;
+  }
   auto blocks = std::make_shared<const data::TokenBlocks>(
       stream, data::TokenBlockParams{.block_size = o.tokens_per_sample,
                                      .break_mode = o.sample_break_mode,

@@ -2,11 +2,17 @@
 // per split, the batches of one epoch in a resumable order.
 // Contract: src/tgt are [B, T] I32, right-padded with pad (1); tgt is the block, src the block
 // shifted right with eos first (REFERENCE.md §4.3); ntokens counts non-pad targets.
+// --task truncated_bptt_lm (LmTask::TruncatedBptt, REFERENCE.md §6.5): batch i is step i of
+// data::BpttStreams (B = --batch-size streams per process over the whole split, in order, never
+// shuffled; targets within the block [FS] or across blocks [XL]); ntokens and sample_size are
+// fairseq's sample["ntokens"] = B·T (every position, the unscored last one and the padding of a
+// short final block included), what fairseq's criteria divide by and log.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "data/bptt_stream.h"
 #include "data/token_blocks.h"
 #include "tensor/tensor.h"
 
@@ -19,8 +25,20 @@ namespace stretch::train {
 struct LmBatch {
   Tensor src;  // [B, T] I32
   Tensor tgt;  // [B, T] I32
-  int64_t ntokens = 0;
+  int64_t ntokens = 0;      // fairseq's sample["ntokens"]: what the logs count (wpb, the loss divisor)
+  int64_t sample_size = 0;  // the gradient's divisor when the task fixes it (truncated_bptt_lm: B·T); 0: the head's
 };
+
+// --task: language_modeling (fairseq's LanguageModelingTask) or truncated_bptt_lm
+// (examples/truncated_bptt's TruncatedBPTTLMTask).
+enum class LmTask : uint8_t { LanguageModeling, TruncatedBptt };
+inline constexpr int kLmTaskCount = 2;
+const char* lm_task_name(LmTask t);
+LmTask parse_lm_task(const std::string& name);  // a usage error naming --task for anything else
+// --bptt-order (stretch): fairseq's block order [FS] (targets within a block) or the original
+// Transformer-XL's LMOrderedIterator [XL] (targets cross segment boundaries).
+inline constexpr int kBpttOrderCount = 2;
+const char* bptt_order_name(data::BpttTargets t);
 
 struct LmSplitOptions {
   int64_t tokens_per_sample = 512;
@@ -31,6 +49,8 @@ struct LmSplitOptions {
   uint64_t seed = 1;
   bool shuffle = true;
   int shard_rank = 0, shard_count = 1;  // data parallelism: this process's share of each epoch's batches
+  LmTask task = LmTask::LanguageModeling;
+  data::BpttTargets bptt_order = data::BpttTargets::WithinBlock;  // truncated_bptt_lm only
 };
 
 class LmSplit {
@@ -41,6 +61,9 @@ class LmSplit {
   virtual LmBatch batch(int64_t index) const = 0;  // index-th batch of the epoch
   virtual int64_t num_tokens() const = 0;          // tokens in the split
 };
+
+// One step of truncated-BPTT streams as an LmBatch (ntokens = sample_size = B·T).
+LmBatch bptt_batch(const data::BpttStreams& streams, int64_t step);
 
 struct LmData {
   int64_t vocab_size = 0;

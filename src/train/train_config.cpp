@@ -1,5 +1,7 @@
 #include "train/train_config.h"
 
+#include "train/lm_data.h"
+
 namespace stretch::train {
 
 const char* log_format_name(LogFormat f) {
@@ -14,7 +16,7 @@ const char* log_format_name(LogFormat f) {
 
 nlohmann::json TrainConfig::to_json() const {
   const auto& o = optim;
-  return {{"task",
+  nlohmann::json j = {{"task",
            {{"_name", task},
             {"data", data},
             {"tokens_per_sample", tokens_per_sample},
@@ -86,6 +88,8 @@ nlohmann::json TrainConfig::to_json() const {
             {"log_full_precision", log_full_precision},
             {"max_consecutive_nan", max_consecutive_nan}}},
           {"model", model}};
+  if (task == lm_task_name(LmTask::TruncatedBptt)) j["task"]["bptt_order"] = bptt_order_name(bptt_order);
+  return j;
 }
 
 }  // namespace stretch::train

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "data/bptt_stream.h"
 #include "data/token_blocks.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
@@ -44,7 +45,8 @@ struct OptimSettings {
 
 struct TrainConfig {
   std::string data;                    // data-bin directory (positional)
-  std::string task = "language_modeling";
+  std::string task = "language_modeling";  // language_modeling | truncated_bptt_lm (train/lm_data.h LmTask)
+  data::BpttTargets bptt_order = data::BpttTargets::WithinBlock;  // --bptt-order (truncated_bptt_lm)
   int64_t tokens_per_sample = 512;
   data::BreakMode sample_break_mode = data::BreakMode::None;  // --sample-break-mode
   int64_t max_tokens = 0;

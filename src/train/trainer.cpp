@@ -55,20 +55,25 @@ struct ValidResult {
 
 // max_steps >= 0: fairseq's --max-valid-steps, which stops once the batch index exceeds it (so
 // max_steps + 1 batches are scored, as in fairseq_cli/train.py's validate).
+// A family with memory across batches (SegmentUse::Training, e.g. --mem-len) validates with a
+// memory of its own that starts empty at every validation, as Transformer-XL's evaluate() does;
+// the training memory is left as it was. The loss is divided by the batches' sample size where
+// the task fixes it (truncated_bptt_lm: B·T, as fairseq logs it), else by the scored targets.
 ValidResult validate(models::LanguageModel& model, LmSplit& split, const dist::World& world, int64_t max_steps) {
   autograd::NoGradGuard no_grad;
   const double t0 = now_seconds();
   double sums[4] = {0, 0, 0, 0};  // nats, tokens, sentences, batches
   split.set_epoch(1);
   const int32_t pad = model.info().padding_idx;
+  std::unique_ptr<models::SegmentState> memory = model.new_segment_state(models::SegmentUse::Training);
   for (int64_t i = 0; i < split.num_batches(); ++i) {
     if (max_steps >= 0 && i > max_steps) break;
     LmBatch b = split.batch(i);
     if (!b.src.defined()) continue;
-    Var hidden = model.features(b.src, {.mode = models::Mode::Eval});
+    Var hidden = model.features(b.src, {.mode = models::Mode::Eval, .state = memory.get()});
     const nn::HeadLoss loss = model.head().loss(hidden, b.tgt, pad, nn::LossUse::Validation);
     sums[0] += loss.loss.value().f32()[0];
-    sums[1] += static_cast<double>(loss.ntokens);
+    sums[1] += static_cast<double>(b.sample_size > 0 ? b.ntokens : loss.ntokens);
     sums[2] += static_cast<double>(b.src.dim(0));
     sums[3] += 1;
   }
@@ -242,9 +247,15 @@ class TrainingRun {
 int64_t groups_of(int64_t batches, int64_t update_freq) { return (batches + update_freq - 1) / update_freq; }
 
 void check_run_flags(const TrainConfig& c) {
-  if (c.max_tokens <= 0 && c.batch_size <= 0)
+  if (parse_lm_task(c.task) == LmTask::TruncatedBptt) {
+    // fairseq's TruncatedBPTTLMTask batches by --batch-size only (dataset.batch_size streams).
+    if (c.batch_size <= 0)
+      fail_usage("--task truncated_bptt_lm needs --batch-size (the number of parallel streams per process)",
+                 "e.g. --batch-size 22 (Transformer-XL's enwik8 script); --max-tokens has no meaning for this task");
+    if (c.max_tokens > 0) log_once(LogLevel::Info, "--max-tokens has no effect with --task truncated_bptt_lm (batches are --batch-size streams)");
+  } else if (c.max_tokens <= 0 && c.batch_size <= 0)
     fail_usage("train: give --max-tokens or --batch-size", "e.g. --max-tokens 4096 (fairseq's usual choice)");
-  if (c.max_tokens > 0 && c.max_tokens < c.tokens_per_sample)
+  if (parse_lm_task(c.task) == LmTask::LanguageModeling && c.max_tokens > 0 && c.max_tokens < c.tokens_per_sample)
     fail_usage("--max-tokens " + std::to_string(c.max_tokens) + " is smaller than --tokens-per-sample " +
                    std::to_string(c.tokens_per_sample),
                "raise --max-tokens or lower --tokens-per-sample");
@@ -268,7 +279,9 @@ TrainingRun::TrainingRun(TrainConfig config)
                             .seed = c.seed,
                             .shuffle = true,
                             .shard_rank = world_.rank(),
-                            .shard_count = world_.size()};
+                            .shard_count = world_.size(),
+                            .task = parse_lm_task(c.task),
+                            .bptt_order = c.bptt_order};
   train_split_ = open_lm_split(c.data, c.train_subset, data_, train_opts);
   if (!c.disable_validation) {
     LmSplitOptions vo = train_opts;
@@ -290,7 +303,9 @@ TrainingRun::TrainingRun(TrainConfig config)
   if (world_.is_main()) {
     // What fairseq_cli/train.py logs at the start: the configuration, the model, the devices.
     fairseq_log("fairseq_cli.train", config_json_.dump());
-    fairseq_log("fairseq_cli.train", "task: LanguageModelingTask");
+    fairseq_log("fairseq_cli.train", std::string("task: ") + (train_opts.task == LmTask::TruncatedBptt
+                                                                     ? "TruncatedBPTTLMTask"
+                                                                     : "LanguageModelingTask"));
     fairseq_log("fairseq_cli.train", "model: " + model_->info().summary);
     fairseq_log("fairseq_cli.train", "num. shared model params: " + with_commas(model_->params().numel()) +
                                          " (num. trained: " + with_commas(model_->params().numel()) + ")");
@@ -307,6 +322,13 @@ TrainingRun::TrainingRun(TrainConfig config)
   }
   if (world_.is_main() && ops::matmul_precision() == ops::GemmPrecision::Bf16)
     log_info("bf16 matrix products (fp32 accumulation); weights, optimizer state and checkpoints in fp32");
+  if (world_.is_main() && data_.byte_level)
+    log_info("byte-level dictionary (" + data_.dict_path + "): the logged loss (base 2) is bits per byte, the bpc of "
+             "enwik8 results" + (train_opts.task == LmTask::TruncatedBptt
+                                     ? std::string(" (divided by B·T as fairseq's truncated_bptt_lm does: the "
+                                                   "unscored last position of each block counts; eval-lm gives "
+                                                   "the exact figure)")
+                                     : std::string()));
   if (world_.is_main())
     log_info("model " + model_->info().summary + ": " + std::to_string(model_->params().numel()) +
              " parameters, vocabulary " + std::to_string(data_.vocab_size));
@@ -625,6 +647,11 @@ int TrainingRun::run() {
                              std::to_string(state_.epoch) + ", which has only " + std::to_string(nb) + " batches",
                  "the data or the batching flags (--max-tokens, --tokens-per-sample, ...) changed since the "
                  "checkpoint; restore the originals, or pass --reset-dataloader");
+    // The original Transformer-XL empties its memory at the start of every epoch (train() sets
+    // mems = tuple()); fairseq's truncated_bptt_lm never does (REFERENCE.md §6.5).
+    if (segment_ && state_.next_batch == 0 && c.bptt_order == data::BpttTargets::AcrossBlocks &&
+        parse_lm_task(c.task) == LmTask::TruncatedBptt)
+      segment_ = model_->new_segment_state(models::SegmentUse::Training);
     const int64_t size = groups_of(nb, c.update_freq);
     epoch_t0_ = now_seconds();
     if (world_.is_main()) {

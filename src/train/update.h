@@ -11,7 +11,8 @@
 //   3. a non-finite loss or gradient: nothing else happens (parameters, optimizer state and
 //      num_updates unchanged), the result says applied = false and the caller warns / stops;
 //   4. gradients ×= 1 / sample_size (the head's, summed over all ranks and micro-batches: the
-//      non-pad targets for cross_entropy);
+//      non-pad targets for cross_entropy; a batch's own LmBatch::sample_size where the task fixes
+//      it: B·T for truncated_bptt_lm, fairseq's sample["ntokens"]);
 //   5. gnorm = global L2 norm; with clip_norm > 0, gradients ×= min(1, clip / (gnorm + 1e-6));
 //   6. optimizer step with lr = schedule.lr_at_epoch(num_updates, epoch) (update u uses lr(u−1));
 //   7. the family's after_step() hook; num_updates += 1 (the schedule is a pure function: the

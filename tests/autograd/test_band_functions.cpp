@@ -5,6 +5,9 @@
 //   scatter_rows(parts)                its values placed row by row, its gradients = gather_rows of
 //                                      the output's gradient (the adjoint)
 //   concat_rows(a, b)                  the values copied and the gradient split (bitwise)
+//   concat_time(memory, x), last_time  (transformer_lm --mem-len) the values copied per batch row;
+//                                      x's gradient = the output gradient's rows (bitwise), zero
+//                                      for rows last_time drops; none into the memory
 // Tolerance: max|a − b| / max|b| ≤ 1e-6 (different summation orders of one GEMM; a wrong
 // transpose, row or missing gradient term is O(1)).
 #include <gtest/gtest.h>
@@ -117,6 +120,34 @@ TEST(BandFunctions, ConcatRowsCopiesAndSplitsTheGradient) {
   tape().backward(scalar_of(y_probe, 11));
   for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(a.grad().f32()[i], y_probe.grad().f32()[i]);
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(b.grad().f32()[i], y_probe.grad().f32()[12 + i]);
+}
+
+TEST(BandFunctions, ConcatTimeAndLastTimeCopyAndRouteTheGradient) {
+  const int64_t B = 2, S = 3, T = 4, C = 5;
+  const Tensor memory = random_var({B, S, C}, 12).value();  // a constant: no gradient
+  Var x = random_var({B, T, C}, 13);
+  Var y = concat_time(memory, x);  // [B, S + T, C]
+  ASSERT_EQ(y.shape(), Shape({B, S + T, C}));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < S + T; ++t)
+      for (int64_t c = 0; c < C; ++c)
+        EXPECT_EQ(y.value().f32()[(b * (S + T) + t) * C + c],
+                  t < S ? memory.f32()[(b * S + t) * C + c] : x.value().f32()[(b * T + t - S) * C + c]);
+  Var z = last_time(y, 2);  // [B, 2, C]: x's last two positions
+  ASSERT_EQ(z.shape(), Shape({B, 2, C}));
+  Var z_probe(z.value().clone(), true);
+  tape().backward(scalar_of(z, 14));
+  tape().backward(scalar_of(z_probe, 14));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < C; ++c) {
+        const float want = t < T - 2 ? 0.f : z_probe.grad().f32()[(b * 2 + t - (T - 2)) * C + c];
+        EXPECT_EQ(x.grad().f32()[(b * T + t) * C + c], want) << b << " " << t << " " << c;
+      }
+  EXPECT_NE(z_probe.grad().f32()[0], 0.f);
+  // last_time of the whole length is the identity (no copy, no tape entry).
+  Var w = random_var({B, T, C}, 15);
+  EXPECT_EQ(last_time(w, T).data(), w.data());
 }
 
 }  // namespace

@@ -255,5 +255,31 @@ TEST_F(PreprocessCli, ByteLevel) {
   EXPECT_NE(r.output.find("2 lines, 6 tokens"), std::string::npos) << r.output;
 }
 
+// Seed 004's enwik8 preprocessing: prep_enwik8.py's text (each byte as its decimal value,
+// space separated, a newline byte a real line break; scripts/data.sh enwik8 writes it) through
+// the seed's command (--joined-dictionary) gives the same dictionary and ids as --byte-level on
+// the raw bytes, and a dictionary eval-lm and train recognise as byte-level (bits per byte).
+TEST_F(PreprocessCli, Enwik8TextOfTheSeedEqualsByteLevel) {
+  const std::string raw = "<page>\n  <title>A\xc3\xa9</title>\n\n x\n";  // an empty line, a multi-byte character
+  write_file(dir_ / "train.raw", raw);
+  std::string text;  // ' '.join(str(c) if c != ord('\n') else '\n' for c in part)
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (i) text += ' ';
+    const unsigned char c = static_cast<unsigned char>(raw[i]);
+    text += c == '\n' ? std::string("\n") : std::to_string(c);
+  }
+  write_file(dir_ / "train.txt", text);
+  auto r = run_stretch("preprocess --only-source --trainpref " + q(dir_ / "train.txt") + " --destdir " +
+                       q(dir_ / "seed") + " --joined-dictionary --workers 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_stretch("preprocess --only-source --byte-level --trainpref " + q(dir_ / "train.raw") + " --destdir " +
+                  q(dir_ / "bytes"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_file(dir_ / "seed/dict.txt"), read_file(dir_ / "bytes/dict.txt"));
+  EXPECT_EQ(read_file(dir_ / "seed/train.bin"), read_file(dir_ / "bytes/train.bin"));
+  EXPECT_EQ(read_file(dir_ / "seed/train.idx"), read_file(dir_ / "bytes/train.idx"));
+  EXPECT_NE(read_file(dir_ / "seed/dict.txt").find("195 1\n"), std::string::npos);  // the bytes of 'é'
+}
+
 }  // namespace
 }  // namespace stretch::data

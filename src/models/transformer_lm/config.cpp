@@ -215,6 +215,10 @@ const std::vector<Field<TransformerLMConfig>>& TransformerLMConfig::fields() {
               .help = "cross_entropy (default) | adaptive_loss (needs --adaptive-softmax-cutoff)", .role = R::Free}),
       number(&C::alibi_slope_scale, {.key = "alibi_slope_scale", .role = R::Evaluation}),
       number(&C::attention_window, {.key = "attention_window", .role = R::Evaluation}),
+      number(&C::mem_len, {.key = "mem_len", .flag = "--mem-len",
+                           .help = "XL-style memory: every layer also attends to its detached inputs of the last N "
+                                   "tokens of earlier batches (--task truncated_bptt_lm; alibi, t5, none)",
+                           .role = R::Free}),
   };
   return table;
 }
@@ -326,6 +330,13 @@ void TransformerLMConfig::validate() const {
     bad(nullptr, "alibi_slope_scale", text(alibi_slope_scale), "must be a finite number > 0");
   if (attention_window < 0)
     bad(nullptr, "attention_window", std::to_string(attention_window), "must be an integer >= 0 (0: unlimited)");
+  if (mem_len < 0) bad("--mem-len", "mem_len", std::to_string(mem_len), "must be an integer >= 0 (0: no memory)");
+  if (mem_len > 0 && (pos == PosMethod::Sinusoidal || pos == PosMethod::Learned || rope_anywhere()))
+    bad("--mem-len", "mem_len", std::to_string(mem_len),
+        std::string("memory needs positions measured between tokens inside attention (--pos alibi, t5 or none); ") +
+            (rope_anywhere() ? "rotary positions with memory are not implemented"
+                             : std::string("--pos ") + pos_method_name(pos) +
+                                   " adds absolute positions to the embeddings, which restart at every segment"));
   validate_alibi_variants(*this);
 }
 

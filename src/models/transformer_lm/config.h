@@ -80,6 +80,10 @@ struct TransformerLMConfig {
   // Evaluation-time ALiBi options (not part of the trained weights).
   float alibi_slope_scale = 1.0f;          // position interpolation: slopes · L_train / L_eval
   int64_t attention_window = 0;            // keys visible iff i − j < W (0: unlimited)
+  // XL-style memory (--mem-len M, with --task truncated_bptt_lm): each layer also attends to its
+  // inputs of the last M earlier tokens, detached (transformer_lm.h HiddenMemory). 0: none.
+  // Relative methods only (alibi, t5, none); a free field, so eval-lm may override it.
+  int64_t mem_len = 0;
 
   bool rope_anywhere() const { return pos == PosMethod::Rope || pos_upper == UpperPos::Rope; }
   bool t5_anywhere() const { return pos == PosMethod::T5 || pos_upper == UpperPos::T5; }

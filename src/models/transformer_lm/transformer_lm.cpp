@@ -7,6 +7,7 @@
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "models/transformer_lm/alibi_variants.h"
+#include "models/transformer_lm/hidden_memory.h"
 #include "position/attention_position.h"
 #include "position/positions.h"
 
@@ -236,7 +237,8 @@ Var TransformerLM::add_positions(const Var& x, const Tensor& src, int64_t pos_of
 }
 
 std::unique_ptr<SegmentState> TransformerLM::new_segment_state(SegmentUse use) const {
-  if (use == SegmentUse::Training) return nullptr;
+  if (use == SegmentUse::Training)
+    return config_.mem_len > 0 ? std::make_unique<HiddenMemory>(config_.decoder_layers, config_.mem_len) : nullptr;
   if (use == SegmentUse::Memory && (config_.pos == PosMethod::Sinusoidal || config_.pos == PosMethod::Learned))
     fail_usage(std::string("--kv-cache: needs a relative position method (alibi, t5, rope, none); this model uses ") +
                    pos_method_name(config_.pos),
@@ -249,9 +251,11 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
   STRETCH_CHECK(src.rank() == 2, "features: src must be [B, T], got " << src.shape().str());
   const bool train = opt.mode == Mode::Train;
   KvCache* cache = nullptr;
+  HiddenMemory* memory = nullptr;  // --mem-len: the inputs of every layer for the earlier tokens
   if (opt.state) {
     cache = dynamic_cast<KvCache*>(opt.state);
-    STRETCH_CHECK(cache, "features: the segment state was not made by this transformer_lm");
+    memory = dynamic_cast<HiddenMemory*>(opt.state);
+    STRETCH_CHECK(cache || memory, "features: the segment state was not made by this transformer_lm");
   }
   STRETCH_CHECK(!cache || opt.mode == Mode::Eval, "incremental decoding is evaluation only");
   if (train && opt.micro >= kMaxMicro)
@@ -264,18 +268,29 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
   for (auto* a : alibi_layers_) a->set_factor(factor);
   if (cache && cache->layers.empty()) cache->layers.resize(layers_.size());
   Tensor key_padding = cache ? Tensor() : position::key_padding_mask(src, c.padding_idx);  // undefined when no pad
+  const Tensor segment_padding = key_padding;                                                 // [B, T] U8
+  const int64_t B = src.dim(0);
+  const int64_t S = memory ? memory->kept() : 0;  // memory rows before the segment's queries
+  if (memory) {
+    memory->check_rows(B);
+    key_padding = memory->key_padding(segment_padding, B, src.dim(1));  // [B, S + T]
+  }
+  std::vector<Tensor> layer_inputs;  // [L] of [B, T, C]: the memory's next rows
   const float embed_scale = c.no_scale_embedding ? 1.0f : std::sqrt(static_cast<float>(c.decoder_embed_dim));
   if (adaptive_) adaptive_->set_dropout_stream(opt.seed, dropout_stream(opt, c.decoder_layers, 0));
   Var x = c.adaptive_input ? adaptive_input_(src, embed_scale) : embed_tokens_(src, embed_scale);
   x = add_positions(x, src, pos_offset);
   x = dropout(x, {.p = train ? c.dropout : 0.f, .seed = opt.seed, .stream = dropout_stream(opt, -1, 0)});
   const int64_t T = src.dim(1);
-  STRETCH_CHECK(opt.last_block_queries == 0 || (!autograd::grad_enabled() && !cache),
-                "last_block_queries is for evaluation without grad or cache");
+  STRETCH_CHECK(opt.last_block_queries == 0 || (!autograd::grad_enabled() && !cache && !memory),
+                "last_block_queries is for evaluation without grad, cache or memory");
   const int64_t last_queries = opt.last_block_queries > 0 ? std::min(opt.last_block_queries, T) : T;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const auto index = static_cast<int64_t>(l);
-    x = layers_[l](x, {.key_padding = key_padding,
+    if (memory) layer_inputs.push_back(x.value().clone());
+    // With memory the block sees [memory_l ‖ x] and returns the segment's T rows only.
+    const Var block_in = S > 0 ? concat_time(memory->layer(index), x) : x;  // [B, S + T, C]
+    x = layers_[l](block_in, {.key_padding = key_padding,
                        .dropout = train ? c.dropout : 0.f,
                        .attention_dropout = train ? c.attention_dropout : 0.f,
                        .activation_dropout = train ? c.activation_dropout : 0.f,
@@ -288,6 +303,7 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
   }
   if (final_norm_.defined()) x = final_norm_(x);
   if (cache) cache->length += src.dim(1);
+  if (memory) memory->update(layer_inputs, segment_padding, B, T);
   return x;
 }
 

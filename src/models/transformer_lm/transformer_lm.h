@@ -7,7 +7,8 @@
 // untied output through nn::SoftmaxHead; or, with adaptive_input / adaptive_softmax_cutoff, fairseq's
 // AdaptiveInput (decoder.embed_tokens.embeddings.*) and AdaptiveSoftmax (decoder.adaptive_softmax.*,
 // registered after the blocks and the final norm, as fairseq's state dict has them). Segment state: the KV cache (Decode, and Memory for
-// relative position methods); no training memory.
+// relative position methods); with --mem-len M > 0, SegmentUse::Training gives XL-style memory
+// (hidden_memory.h: each layer's inputs of the last M tokens, detached), else none.
 // ALiBi variants (alibi_variants.h): learnable slopes are decoder.layers.N.self_attn.alibi_slopes [H],
 // registered after every other parameter.
 // Dropout masks: stream (step << 24) ^ (micro << 16) ^ ((layer + 1) << 4) ^ site, which is
