@@ -129,7 +129,7 @@ def main():
     if live:
         sys.path.append(os.path.join(HERE, ".."))
         import oracle_skip
-        venv = sys.argv[3]
+        venv = os.path.abspath(sys.argv[3])
         py = os.path.join(venv, "bin", "python")
         if not os.path.exists(os.path.join(venv, "bin", "fairseq-eval-lm")) or "fairseq" in oracle_skip.hidden():
             oracle_skip.missing("fairseq", install="tests/fairseq/setup_fairseq.sh (makes " + venv + ")",
