@@ -33,7 +33,7 @@
 #  3. eval-lm of each checkpoint_last.pt on valid: non-overlapping at L, at 2L, sliding window
 #     (--context-window L/2), and --kv-cache for alibi, t5, rope, none. Compared: the printed
 #     lines (without the timing), --results-json (without seconds, tokens/s, peak RSS, the path)
-#     and every token's NLL (--output-word-probs). Each eval also runs the NEW binary on the
+#     and every token's NLL (--dump-nll). Each eval also runs the NEW binary on the
 #     REF binary's checkpoint: old checkpoints must load and give the same numbers.
 #  4. generate from the first position method's checkpoint: greedy, and sampled twice (top-k,
 #     top-p) with a fixed --seed: the same text, also from the REF checkpoint.
@@ -253,7 +253,7 @@ if mode == "train":
 elif mode == "eval":
     for line in open(d + "/stdout"):
         out.append(re.sub(r" in [0-9.]+s \([0-9.]+ tokens/s\)", "", line.rstrip("\n")))
-    for f, what in (("results.json", "results-json"), ("nll.tsv", "output-word-probs")):
+    for f, what in (("results.json", "results-json"), ("nll.tsv", "dump-nll")):
         try:
             body = open(d + "/" + f).read()
         except FileNotFoundError:
@@ -378,7 +378,7 @@ for cfg in "${configs[@]}"; do
   while IFS='|' read -r what flags _; do
     i=$((i + 1))
     # shellcheck disable=SC2086
-    ev=(eval-lm "$data" --gen-subset valid --threads 1 $flags --results-json results.json --output-word-probs nll.tsv)
+    ev=(eval-lm "$data" --gen-subset valid --threads 1 $flags --results-json results.json --dump-nll nll.tsv)
     spawn "$work/ref/$name/eval$i" "$ref_bin" "${ev[@]}" --path ../train/ckpt/checkpoint_last.pt
     spawn "$work/new/$name/eval$i" "$new_bin" "${ev[@]}" --path ../train/ckpt/checkpoint_last.pt
     # cross: the reference's checkpoint, evaluated by the new binary

@@ -3,11 +3,15 @@
 //   --sample-break-mode none --gen-subset valid --max-sentences 1 --model-overrides "{...}"
 //   --tokens-per-sample l --max-tokens l --max-target-positions l --context-window c
 // --task truncated_bptt_lm --batch-size B --tokens-per-sample T: fairseq's examples/truncated_bptt
-// evaluation (eval/eval_lm.h). stretch additions: --bptt-order, --stride S (= --context-window L-S), --kv-cache, --alibi-interpolate, --results-json FILE,
-// --output-word-probs FILE (per-token NLL as TSV).
+// evaluation (eval/eval_lm.h), with --bptt-order.
+// fairseq's word-level output: --output-word-probs, --output-word-stats, --post-process / --remove-bpe
+// (eval/word_output.h), and its --num-shards/--shard-id.
+// stretch additions: --stride S (= --context-window L-S), --kv-cache, --alibi-interpolate, --results-json FILE,
+// --dump-nll FILE (alias --output-word-probs-file: per-token NLL as TSV).
 #include "cli/command.h"
 #include "cli/overrides.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "eval/eval_lm.h"
 
 namespace stretch::cli {
@@ -23,11 +27,16 @@ struct EvalLmFlags {
   int64_t max_target_positions = 0;
   std::string task = "language_modeling";
   std::string bptt_order = "fairseq";
+  std::string remove_bpe;
+  CLI::Option* remove_bpe_opt = nullptr;
+  std::string log_format;
 };
 }  // namespace
 
 void add_eval_lm(CLI::App& sub, Runner& run) {
   auto f = std::make_shared<EvalLmFlags>();
+  // argparse semantics, as in fairseq and `train`: an option given twice takes the last value.
+  sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_common_options(sub, f->common);
   auto& c = f->config;
   auto& o = f->config.options;
@@ -51,8 +60,23 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
                  "accepted for fairseq compatibility (blocks are never longer than --tokens-per-sample)");
   sub.add_flag("--skip-invalid-size-inputs-valid-test", f->skip_invalid_size,
                "accepted for fairseq compatibility (no block is ever too long)");
-  sub.add_option("--output-word-probs,--dump-nll", o.word_probs_path,
+  sub.add_option("--dump-nll,--output-word-probs-file", o.word_probs_path,
                  "write each scored token's NLL (TSV: offset, target id, nll in nats) to this file");
+  sub.add_flag("--output-word-probs", c.output_word_probs,
+               "fairseq's: print each sample's words with ln p (\"ID w [-3.141593]\\tw [...]\")");
+  sub.add_flag("--output-word-stats", c.output_word_stats,
+               "fairseq's: print per word: count, sum of ln p, is_bpe, sum of the next word's ln p, next count");
+  sub.add_option("--post-process", c.post_process,
+                 "fairseq's: '@@ ' (or subword_nmt) merges BPE pieces into words: word-level loss and output");
+  f->remove_bpe_opt = sub.add_option("--remove-bpe", f->remove_bpe,
+                                     "fairseq's alias of --post-process; alone it means subword_nmt, as in fairseq")
+                          ->expected(0, 1);
+  sub.add_option("--num-shards", o.num_shards, "fairseq's: split the batches into N shards ...")
+      ->transform(int_at_least(1, "the number of shards"));
+  sub.add_option("--shard-id", o.shard_id, "... and evaluate shard I (batches I, I+N, ...), 0-based")
+      ->transform(int_at_least(0, "shards are numbered from 0"));
+  sub.add_option("--log-format", f->log_format, "none: no progress display; json/simple/tqdm: the display")
+      ->check(CLI::IsMember({"json", "none", "simple", "tqdm"}));
   sub.add_option("--results-json", c.results_json,
                  "write the result as JSON (count, loss_base2, ppl, stderr_base2, protocol, ...)");
   sub.add_flag("--alibi-interpolate", c.alibi_interpolate,
@@ -73,8 +97,13 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--num-workers", "data loading is memory-mapped in-process", true);
   add_ignored_flag(sub, "--user-dir", "every model is built in", true);
   add_ignored_flag(sub, "--seed", "evaluation draws nothing at random (no dropout, no sampling)", true);
-  add_ignored_flag(sub, "--quiet", "eval-lm prints only its summary (per-token scores go to --output-word-probs FILE)",
-                   false);
+  add_ignored_flag(sub, "--quiet", "eval-lm prints only its summary (and the word lines asked for)", false);
+  add_ignored_flag(sub, "--results-path", "fairseq-eval-lm 0.12.2 writes nothing there either; --results-json FILE does",
+                   true);
+  add_ignored_flag(sub, "--required-batch-size-multiple",
+                   "fairseq-eval-lm's batch iterator does not pass it either (its batches use 1)", true);
+  add_ignored_flag(sub, "--log-interval", "the progress display updates by time and tenths", true);
+  add_ignored_flag(sub, "--no-progress-bar", "off a terminal the display is already periodic lines", false);
   run = [f] {
     apply_common_options(f->common);
     f->config.overrides = parse_model_overrides(f->overrides);
@@ -86,6 +115,17 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
       f->config.options.protocol = eval::EvalProtocol::TruncatedBptt;
       f->config.options.bptt_across_blocks = f->bptt_order == "transformer_xl";
     }
+    if (f->remove_bpe_opt->count() > 0) {
+      if (!f->config.post_process.empty())
+        fail_usage("--remove-bpe and --post-process both given", "they are one option in fairseq: give one of them");
+      f->config.post_process = f->remove_bpe.empty() ? "subword_nmt" : f->remove_bpe;
+      if (f->remove_bpe.empty())
+        log_once(LogLevel::Warning,
+                 "--remove-bpe without a value is fairseq's 'subword_nmt', which fairseq-eval-lm 0.12.2 matches against "
+                 "no symbol (nothing is merged, as there); give --remove-bpe '@@ ' to merge subword-nmt pieces");
+    }
+    eval::bpe_marker(f->config.post_process);  // an unsupported value is a usage error before loading anything
+    f->config.no_progress = f->log_format == "none";
     return eval::run_eval_lm(f->config);
   };
 }

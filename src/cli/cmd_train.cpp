@@ -9,6 +9,7 @@
 #include "cli/config_file.h"
 #include "cli/model_flags.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "models/registry.h"
 #include "optim/optimizer.h"
 #include "train/lm_data.h"
@@ -115,6 +116,9 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--save-interval-updates", c.save_interval_updates)->transform(int_at_least(0, "0: off"));
   sub.add_option("--keep-last-epochs", c.keep_last_epochs)->transform(int_at_least(-1, "-1: keep all"));
   sub.add_option("--keep-interval-updates", c.keep_interval_updates)->transform(int_at_least(-1, "-1: keep all"));
+  sub.add_option("--keep-best-checkpoints", c.keep_best_checkpoints,
+                 "keep the N best checkpoint.best_<metric>_X.pt files (fairseq's names)")
+      ->transform(int_at_least(-1, "-1 or 0: none"));
   sub.add_option("--restore-file", c.restore_file)->capture_default_str();
   sub.add_flag("--reset-optimizer", c.reset_optimizer,
                "restore the weights, not the optimizer state: num_updates starts at 0 (fairseq), the best loss is forgotten");
@@ -177,7 +181,7 @@ void add_train(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--user-dir", "every model is built in", true);
   add_ignored_flag(sub, "--cpu", "stretch always runs on the CPU", false);
 
-  run = [cfg, common, model, log_format, dump_config, lr_text] {
+  run = [cfg, common, model, log_format, dump_config, lr_text, app = &sub] {
     apply_common_options(*common);
     auto& c = *cfg;
     if (c.data.empty())
@@ -201,6 +205,15 @@ void add_train(CLI::App& sub, Runner& run) {
       check["vocab_size"] = 2147483647;
       models::validate_config(check);
     }
+    // fairseq 0.12.2 refuses a run without --optimizer ("--optimizer is required!"); its --lr
+    // default is 0.25 and its --lr-scheduler default fixed, which stretch shares. Say which
+    // optimizer stretch picks instead of refusing (the seed commands always give one).
+    if (app->count("--optimizer") == 0)
+      log_once(LogLevel::Warning,
+               std::string("no --optimizer given (fairseq 0.12.2 refuses that): using ") +
+                   optim::optimizer_kind_name(c.optim.optimizer) + " with --lr " + *lr_text +
+                   (app->count("--lr") == 0 ? " (fairseq's default)" : "") + " and --lr-scheduler " +
+                   optim::scheduler_kind_name(c.optim.lr_scheduler) + "; give --optimizer adam --lr 0.0005 ... to choose");
     if (*dump_config) {
       std::cout << c.to_json().dump(2) << "\n";
       return 0;

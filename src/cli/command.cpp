@@ -15,8 +15,15 @@ void add_common_options(CLI::App& sub, CommonOptions& opts) {
                  "threads for OpenMP kernels and GEMM (0: OMP_NUM_THREADS, else all cores)")
       ->transform(int_at_least(0, "0: OMP_NUM_THREADS, else all cores"));
   sub.add_flag_callback(
-      "--bf16", [&opts] { opts.precision = ops::GemmPrecision::Bf16; },
+      "--bf16", [&opts] { opts.precision = ops::GemmPrecision::Bf16, opts.bf16_flag = "--bf16"; },
       "bf16 matrix products with fp32 accumulation (fp32 master weights, norms, softmax, loss, checkpoints)");
+  // fairseq's other mixed-precision spellings: the same bf16 path, refused the same way.
+  for (const char* alias : {"--amp", "--memory-efficient-bf16"}) {
+    const std::string name = alias;
+    sub.add_flag_callback(
+        name, [&opts, name] { opts.precision = ops::GemmPrecision::Bf16, opts.bf16_flag = name; },
+        "fairseq's flag: the same as --bf16 here (bf16 matrix products, fp32 accumulation)");
+  }
   sub.add_flag_callback(
       "--fp16", [&opts] { opts.precision = ops::GemmPrecision::Bf16, opts.from_fp16 = true; },
       "fairseq's flag: --bf16 on CPU (fp32, with a warning, where the CPU has no bf16 matmul)");
@@ -29,7 +36,7 @@ void apply_common_options(const CommonOptions& opts) {
     // fairseq's --fp16 is in the commands users copy (the seed documents): they keep running, in
     // fp32, and say so; an explicit --bf16 is refused.
     if (!opts.from_fp16)
-      fail_usage("--bf16: bf16 matmul is not supported on this CPU (" + ops::cpu_isa_summary() + ")",
+      fail_usage(opts.bf16_flag + ": bf16 matmul is not supported on this CPU (" + ops::cpu_isa_summary() + ")",
                  ops::kBf16Hint);
     log_once(LogLevel::Warning, "--fp16: bf16 matmul is not supported on this CPU (" + ops::cpu_isa_summary() +
                                     "); computing in fp32");

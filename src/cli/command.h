@@ -31,6 +31,7 @@ struct CommonOptions {
   int threads = 0;
   ops::GemmPrecision precision = ops::GemmPrecision::Fp32;
   bool from_fp16 = false;  // bf16 asked for with fairseq's --fp16 (falls back to fp32 where unsupported)
+  std::string bf16_flag = "--bf16";  // the spelling given (--amp, --memory-efficient-bf16: aliases of --bf16)
 };
 void add_common_options(CLI::App& sub, CommonOptions& opts);
 // Applies them; --bf16 on a CPU without bf16 matmul (ops::bf16_matmul_supported) is a usage

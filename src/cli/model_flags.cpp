@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "models/registry.h"
 
@@ -74,6 +75,10 @@ void add_model_flags(CLI::App& sub, ModelFlags& f) {
   }
   sub.add_flag("--post-norm", f.post_norm, "post-norm blocks (stretch's switch; fairseq's transformer_lm forces pre-norm)")
       ->group("Model");
+  sub.add_flag("--decoder-learned-pos", f.decoder_learned_pos, "fairseq's spelling of --pos learned")->group("Model");
+  sub.add_flag("--no-token-positional-embeddings", f.no_token_positional_embeddings,
+               "fairseq's spelling of --pos none")
+      ->group("Model");
   sub.callback([&f, bound] {
     f.given = nlohmann::json::object();
     for (const auto& b : *bound) {
@@ -93,6 +98,20 @@ void add_model_flags(CLI::App& sub, ModelFlags& f) {
 nlohmann::json ModelFlags::resolve(int64_t tokens_per_sample) const {
   nlohmann::json g = given;
   if (post_norm) g["decoder_normalize_before"] = false;
+  // fairseq's spellings of --pos: a contradiction is a usage error naming both flags.
+  const std::pair<bool, const char*> spellings[] = {{decoder_learned_pos, "learned"},
+                                                     {no_token_positional_embeddings, "none"}};
+  std::string from;
+  for (const auto& [on, pos] : spellings) {
+    if (!on) continue;
+    const std::string flag = std::string(pos) == "learned" ? "--decoder-learned-pos" : "--no-token-positional-embeddings";
+    if (g.contains("pos") && g["pos"] != pos)
+      fail_usage(flag + " means --pos " + pos + ", but " + (from.empty() ? "--pos " + g["pos"].get<std::string>() : from) +
+                     " is given too",
+                 "give one position method");
+    g["pos"] = pos;
+    from = flag;
+  }
   return models::resolve_config(arch, g, tokens_per_sample);
 }
 

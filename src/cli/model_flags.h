@@ -14,6 +14,8 @@ struct ModelFlags {
   std::string arch = "transformer_lm";
   nlohmann::json given = nlohmann::json::object();  // flags given on the command line, by fairseq key
   bool post_norm = false;
+  bool decoder_learned_pos = false;          // fairseq's spelling of --pos learned
+  bool no_token_positional_embeddings = false;  // fairseq's spelling of --pos none
   bool wants_help() const { return arch == "help"; }
   // The full model config (JSON, fairseq keys) for training length L.
   nlohmann::json resolve(int64_t tokens_per_sample) const;

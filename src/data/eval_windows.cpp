@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "data/numpy_random.h"
 
 namespace stretch::data {
 
@@ -31,10 +32,34 @@ EvalWindows::EvalWindows(std::shared_ptr<const TokenStream> stream, EvalWindowPa
   bp.break_mode = p_.break_mode;
   bp.eos = p_.eos;
   blocks_ = std::make_shared<TokenBlocks>(std::move(stream), bp);
+  if (p_.num_shards < 1 || p_.shard_id < 0 || p_.shard_id >= p_.num_shards)
+    fail_usage("--shard-id " + std::to_string(p_.shard_id) + " must be in [0, --num-shards " +
+                   std::to_string(p_.num_shards) + ")",
+               "shards are numbered from 0");
   std::vector<int64_t> order(static_cast<size_t>(blocks_->size())), lengths(order.size());
   std::iota(order.begin(), order.end(), 0);
   for (size_t k = 0; k < order.size(); ++k) lengths[k] = blocks_->block_length(static_cast<int64_t>(k));
-  batches_ = batch_by_size(order, lengths, p_.size);
+  // fairseq's order: MonolingualDataset (shuffle=True) gives np.lexsort([permutation, sizes])
+  // under get_batch_iterator's numpy_seed(1), i.e. by (length, permutation value); the
+  // LMContextWindowDataset (c > 0) keeps the natural order.
+  fairseq_order_ = order;
+  if (p_.context_window == 0) {
+    const std::vector<int64_t> perm = NumpyRandomState(1).permutation(static_cast<int64_t>(order.size()));
+    std::sort(fairseq_order_.begin(), fairseq_order_.end(), [&](int64_t a, int64_t b) {
+      const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+      return lengths[ua] != lengths[ub] ? lengths[ua] < lengths[ub] : perm[ua] < perm[ub];
+    });
+  }
+  if (p_.num_shards > 1) {
+    const auto fairseq_batches = batch_by_size(fairseq_order_, lengths, p_.shard_size);
+    std::vector<int64_t> kept;
+    for (size_t b = static_cast<size_t>(p_.shard_id); b < fairseq_batches.size(); b += static_cast<size_t>(p_.num_shards))
+      kept.insert(kept.end(), fairseq_batches[b].begin(), fairseq_batches[b].end());
+    order = kept;
+    fairseq_order_ = kept;
+  }
+  for (int64_t k : order) scored_tokens_ += lengths[static_cast<size_t>(k)];
+  batches_ = order.empty() ? std::vector<std::vector<int64_t>>{} : batch_by_size(order, lengths, p_.size);
 }
 
 void EvalWindows::reset() {

@@ -14,6 +14,11 @@
 //     counts the new tokens, not the context); all rows of a batch have width
 //     (longest block in the batch) + c, right-padded. The windows do not depend on the
 //     batching. Test vectors (L = 4, stream 10..19): see tests/data/test_eval_windows.cpp.
+//   * Shards (--num-shards S --shard-id s, fairseq's ShardedIterator): fairseq's batches are
+//     batch_by_size(shard_size) over fairseq's order (c = 0: MonolingualDataset's
+//     np.lexsort([np.random.permutation(n) under seed 1, lengths]); c > 0: natural), and shard s keeps batches s, s+S, ... Only
+//     those blocks are windows here, in that order, and prev carries over from the shard's
+//     previous block, as LMContextWindowDataset's prev_tokens does in fairseq.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -32,6 +37,9 @@ struct EvalWindowParams {
   BatchSizeParams size{.max_tokens = 0, .max_sentences = 1, .required_batch_size_multiple = 1};
   int32_t pad = 1;
   int32_t eos = 2;
+  int64_t num_shards = 1;           // --num-shards
+  int64_t shard_id = 0;             // --shard-id, in [0, num_shards)
+  BatchSizeParams shard_size{.max_tokens = 36000, .max_sentences = 0, .required_batch_size_multiple = 1};  // fairseq's batches
 
   // The --stride S form: c = L − S (1 <= S <= L).
   static EvalWindowParams from_stride(int64_t tokens_per_sample, int64_t stride);
@@ -43,7 +51,9 @@ class EvalWindows {
 
   int64_t num_windows() const { return blocks_->size(); }
   int64_t num_batches() const { return static_cast<int64_t>(batches_.size()); }
-  int64_t scored_tokens() const { return blocks_->stream().total_tokens(); }
+  int64_t scored_tokens() const { return scored_tokens_; }  // targets of the (shard's) blocks
+  // The blocks evaluated, in the order fairseq-eval-lm prints its samples.
+  const std::vector<int64_t>& fairseq_order() const { return fairseq_order_; }
   // Fill the next batch of windows in order; false when all windows were given.
   bool next(Batch& out);
   void reset();  // back to the first window (prev emptied)
@@ -53,6 +63,8 @@ class EvalWindows {
   EvalWindowParams p_;
   std::shared_ptr<const TokenBlocks> blocks_;
   std::vector<std::vector<int64_t>> batches_;
+  std::vector<int64_t> fairseq_order_;
+  int64_t scored_tokens_ = 0;
   int64_t next_batch_ = 0;
   std::vector<int32_t> prev_;
   std::vector<int32_t> row_;  // scratch

@@ -19,6 +19,7 @@
 #include "core/progress_display.h"
 #include "core/signals.h"
 #include "data/bptt_stream.h"
+#include "data/dictionary.h"
 #include "data/eval_windows.h"
 #include "tensor/pool.h"
 #include "train/lm_data.h"
@@ -39,6 +40,7 @@ struct NllStats {
   int64_t count = 0;
   int64_t dropped_inf = 0;  // ±inf scores, dropped as fairseq drops them
   std::ostream* dump = nullptr;
+  std::vector<TokenScore>* record = nullptr;
   void add(double nll, int64_t offset, int32_t target) {
     // fairseq (sequence_scorer / eval_lm) drops ±inf scores from the sum and the count, but a
     // NaN would pass its `inf` test and poison the mean: here it is an error, never dropped.
@@ -49,6 +51,7 @@ struct NllStats {
                   "the model computes NaN there: its weights (or --model-overrides) hold a NaN or overflow; check "
                   "the checkpoint (`stretch info`), resume from an earlier one, or retrain with a lower --lr / "
                   "--clip-norm");
+    if (record) record->push_back({.offset = offset, .target = target, .log_prob = -static_cast<float>(nll)});
     if (std::isinf(nll)) {
       ++dropped_inf;
       return;
@@ -77,9 +80,7 @@ void score_rows(const models::LanguageModel& model, const Tensor& hidden, const 
   for (size_t i = 0; i < nll.size(); ++i) stats.add(nll[i], rows.offset[i], rows.target[i]);
 }
 
-void evaluate_windows(models::LanguageModel& model, const data::TokenStream& stream, const EvalOptions& o,
-                      int64_t L, int64_t c, NllStats& stats, EvalResult& r) {
-  const int64_t chunk_rows = o.score_chunk_rows;
+data::EvalWindows make_windows(const data::TokenStream& stream, const EvalOptions& o, int64_t L, int64_t c) {
   data::EvalWindowParams wp;
   wp.tokens_per_sample = L;
   wp.context_window = c;
@@ -89,8 +90,18 @@ void evaluate_windows(models::LanguageModel& model, const data::TokenStream& str
   int64_t rows = o.max_sentences > 0 ? std::min(o.max_sentences, budget_rows) : budget_rows;
   wp.size = {.max_tokens = o.max_tokens, .max_sentences = rows, .required_batch_size_multiple = 1};
   // Shared ownership is only needed by EvalWindows; the caller keeps `stream` alive.
+  wp.num_shards = o.num_shards;
+  wp.shard_id = o.shard_id;
+  // fairseq-eval-lm's batches (what the shards split): --max-tokens or 36000, --batch-size.
+  wp.shard_size = {.max_tokens = o.max_tokens > 0 ? o.max_tokens : 36000, .max_sentences = o.max_sentences,
+                   .required_batch_size_multiple = 1};
   std::shared_ptr<const data::TokenStream> s(&stream, [](const data::TokenStream*) {});
-  data::EvalWindows windows(s, wp);
+  return data::EvalWindows(s, wp);
+}
+
+void evaluate_windows(models::LanguageModel& model, data::EvalWindows& windows, const EvalOptions& o, NllStats& stats,
+                      EvalResult& r) {
+  const int64_t chunk_rows = o.score_chunk_rows;
   data::Batch batch;
   ScoredRows scored;
   std::pair<int64_t, int64_t> last_shape{0, 0};  // (rows, width) of the previous pass
@@ -277,11 +288,12 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
   std::optional<OutputFile> dump;
   NllStats stats;
   if (!o.word_probs_path.empty()) {
-    dump.emplace(o.word_probs_path, "the per-token dump (--dump-nll / --output-word-probs)");
+    dump.emplace(o.word_probs_path, "the per-token dump (--dump-nll / --output-word-probs-file)");
     dump->stream() << "offset\ttarget\tnll_nats\n";
     dump->stream().precision(9);
     stats.dump = &dump->stream();
   }
+  stats.record = o.record;
   const double t0 = now_seconds();
   EvalResult r;
   r.tokens_per_sample = L;
@@ -301,6 +313,10 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
     r.context_window = memory;
     r.protocol_text = "kv-cache (Transformer-XL style: segments of " + std::to_string(L) + ", memory " +
                       std::to_string(memory) + "; NOT the fairseq-eval-lm protocol)";
+    if (o.num_shards > 1)
+      fail_usage("--num-shards has no meaning with --kv-cache", "the cached evaluation reads the split as one stream");
+    r.block_tokens = L;
+    for (int64_t k = 0; k * L < r.total_tokens; ++k) r.block_order.push_back(k);
     if (o.on_start) o.on_start(r);
     evaluate_kv_cache(model, stream, L, memory, o, stats, r);
   } else {
@@ -308,8 +324,14 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
     r.protocol_text = c == 0 ? "non-overlapping, L = " + std::to_string(L)
                              : "sliding window, L = " + std::to_string(L) + ", context " + std::to_string(c) +
                                    " (stride " + std::to_string(L - c) + ")";
+    if (o.num_shards > 1)
+      r.protocol_text += ", shard " + std::to_string(o.shard_id) + " of " + std::to_string(o.num_shards);
+    data::EvalWindows windows = make_windows(stream, o, L, c);
+    r.total_tokens = windows.scored_tokens();
+    r.block_tokens = L - c;
+    r.block_order = windows.fairseq_order();
     if (o.on_start) o.on_start(r);
-    evaluate_windows(model, stream, o, L, c, stats, r);
+    evaluate_windows(model, windows, o, stats, r);
   }
   r.seconds = now_seconds() - t0;
   r.count = stats.count;
@@ -418,18 +440,30 @@ int run_eval_lm(const EvalLmConfig& cfg) {
   o.on_start = [&](const EvalResult& r) {
     std::printf("stretch | eval-lm | %s | %s\n", cfg.gen_subset.c_str(), r.protocol_text.c_str());
     std::fflush(stdout);
-    display = std::make_unique<ProgressDisplay>("eval-lm " + cfg.gen_subset, r.total_tokens, "tokens");
+    if (!cfg.no_progress) display = std::make_unique<ProgressDisplay>("eval-lm " + cfg.gen_subset, r.total_tokens, "tokens");
   };
   int64_t passes = 0;
   const int64_t stall_after = test_stall_after_pass();
   o.on_progress = [&](int64_t scored, int64_t /*total*/) {
-    display->update(scored);
+    if (display) display->update(scored);
     if (++passes == stall_after) {
       std::fprintf(stderr, "stretch-test: eval stalled after pass %lld\n", static_cast<long long>(passes));
       while (stop_signal() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     return stop_signal() == 0;
   };
+  // fairseq's word-level output and --post-process need every token's score (±inf included).
+  const bool words = cfg.output_word_probs || cfg.output_word_stats || !cfg.post_process.empty();
+  std::vector<TokenScore> scores;
+  std::optional<data::Dictionary> dict;
+  std::optional<WordOutput> word_output;
+  if (words) {
+    dict.emplace(data::Dictionary::load(data.dict_path));
+    word_output.emplace(*dict, WordOutputOptions{.word_probs = cfg.output_word_probs,
+                                                 .word_stats = cfg.output_word_stats,
+                                                 .post_process = cfg.post_process});
+    o.record = &scores;
+  }
   EvalResult r;
   try {
     r = evaluate(*model, *stream, o);
@@ -444,7 +478,7 @@ int run_eval_lm(const EvalLmConfig& cfg) {
     log_warning("eval-lm: stopped by signal " + std::to_string(sig) + " after " + std::to_string(r.count) + " of " +
                 std::to_string(r.total_tokens) + " tokens; the result below is partial" +
                 (cfg.results_json.empty() ? "" : " (--results-json not written)") +
-                (o.word_probs_path.empty() ? "" : " (--output-word-probs not written)"));
+                (o.word_probs_path.empty() ? "" : " (--dump-nll not written)"));
     std::printf("Partial result (interrupted): %lld of %lld tokens\n", static_cast<long long>(r.count),
                 static_cast<long long>(r.total_tokens));
     std::printf("Evaluated %lld tokens in %.1fs (%.2f tokens/s)\n", static_cast<long long>(r.count), r.seconds,
@@ -454,9 +488,38 @@ int run_eval_lm(const EvalLmConfig& cfg) {
     return 128 + sig;
   }
   // fairseq counts sample["ntokens"] here: B·T per step for truncated_bptt_lm, the scored targets otherwise.
-  const int64_t evaluated = r.protocol == EvalProtocol::TruncatedBptt ? r.fairseq_ntokens : r.count;
-  std::printf("Evaluated %lld tokens in %.1fs (%.2f tokens/s)\n", static_cast<long long>(evaluated), r.seconds,
-              static_cast<double>(evaluated) / std::max(r.seconds, 1e-9));
+  const int64_t tokens = r.protocol == EvalProtocol::TruncatedBptt ? r.fairseq_ntokens : r.count;
+  if (words) {
+    // Samples (blocks) in fairseq's order; each block's tokens in stream order.
+    const int64_t bt = std::max<int64_t>(1, r.block_tokens);
+    std::vector<std::vector<TokenScore>> blocks(static_cast<size_t>(stream->total_tokens() / bt + 1));
+    for (const TokenScore& t : scores) blocks.at(static_cast<size_t>(t.offset / bt)).push_back(t);
+    for (int64_t k : r.block_order) {
+      auto& b = blocks.at(static_cast<size_t>(k));
+      std::sort(b.begin(), b.end(), [](const TokenScore& x, const TokenScore& y) { return x.offset < y.offset; });
+      const std::string line = word_output->add_block(k, b);
+      if (!line.empty()) std::printf("%s\n", line.c_str());
+    }
+    if (!cfg.post_process.empty()) {  // fairseq: the loss is per word, the pieces merged
+      const std::vector<double>& nll = word_output->word_nll();
+      r.count = word_output->count();
+      const double mean = r.count > 0 ? -word_output->score_sum() / static_cast<double>(r.count) : 0.0;
+      double ss = 0;
+      for (double x : nll) ss += (x - mean) * (x - mean);
+      r.nll_sum = -word_output->score_sum();
+      r.loss2 = mean / kLn2;
+      r.ppl = std::pow(2.0, r.loss2);
+      r.stderr2 = nll.size() > 1 ? std::sqrt(ss / static_cast<double>(nll.size() - 1) / static_cast<double>(nll.size())) / kLn2 : 0.0;
+    }
+  }
+  std::printf("Evaluated %lld tokens in %.1fs (%.2f tokens/s)\n", static_cast<long long>(tokens), r.seconds,
+              static_cast<double>(tokens) / std::max(r.seconds, 1e-9));
+  if (words)
+    for (const std::string& line : word_output->stats_lines()) std::printf("%s\n", line.c_str());
+  if (!cfg.post_process.empty())
+    std::printf("Words (--post-process '%s'): %lld, from %lld tokens (%lld BPE pieces merged)\n",
+                cfg.post_process.c_str(), static_cast<long long>(r.count), static_cast<long long>(tokens),
+                static_cast<long long>(word_output->skipped()));
   std::printf("Loss (base 2): %.4f, Perplexity: %.2f\n", r.loss2, r.ppl);
   std::printf("Standard error of the mean loss (base 2): %.4f\n", r.stderr2);
   if (r.dropped_inf > 0)
@@ -472,6 +535,11 @@ int run_eval_lm(const EvalLmConfig& cfg) {
     if (model_config.contains("pos")) j["pos"] = model_config.at("pos");
     j["train_tokens_per_sample"] = ck.model.value("tokens_per_sample", info.tokens_per_sample);
     if (cfg.alibi_interpolate) j["alibi_slope_scale"] = slope_scale;  // only then: older results keep their fields
+    if (!cfg.post_process.empty()) {
+      j["post_process"] = cfg.post_process;
+      j["tokens"] = tokens;  // `count` is then the words fairseq's loss divides by
+    }
+    if (o.num_shards > 1) j["shard"] = {{"num_shards", o.num_shards}, {"shard_id", o.shard_id}};
     j["byte_level"] = data.byte_level;
     if (data.byte_level) j["bits_per_byte"] = r.loss2;
     j["peak_rss_mb"] = peak_rss_mb();

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/word_output.h"
 #include "models/language_model.h"
 #include "models/model_file.h"
 #include "nn/output_head.h"
@@ -53,7 +54,10 @@ struct EvalOptions {
   EvalProtocol protocol = EvalProtocol::Windows;
   bool bptt_across_blocks = false;  // TruncatedBptt: --bptt-order transformer_xl (targets cross segments)
   int32_t pad = 1, eos = 2;
-  std::string word_probs_path = ""; // per-token NLL dump (TSV: offset, target id, nll nats)
+  std::string word_probs_path = ""; // per-token NLL dump (TSV: offset, target id, nll nats): --dump-nll
+  int64_t num_shards = 1;          // --num-shards: evaluate fairseq's batches shard_id, shard_id + S, ...
+  int64_t shard_id = 0;            // --shard-id
+  std::vector<TokenScore>* record = nullptr;  // every scored token (±inf included), in scoring order
   int64_t score_chunk_rows = 0;    // rows projected to logits at once (0: kScoreChunkBytes of logits)
   // Called once the protocol is known, before anything is scored (eval-lm prints its header).
   std::function<void(const struct EvalResult&)> on_start{};
@@ -80,6 +84,8 @@ struct EvalResult {
   int64_t total_tokens = 0;       // targets in the stream (count + dropped_inf when complete)
   int64_t fairseq_ntokens = 0;    // TruncatedBptt: Σ B·T over the steps (fairseq's "Evaluated N tokens")
   bool partial = false;           // stopped early by on_progress: the numbers cover `count` targets
+  std::vector<int64_t> block_order;  // the blocks evaluated, in fairseq's print order (windows protocol)
+  int64_t block_tokens = 0;          // tokens per block (L − c; kv-cache: L)
 };
 
 // Evaluates `model` on `stream`. Errors (e.g. learned positions past their table) are thrown.
@@ -107,6 +113,10 @@ struct EvalLmConfig {
   nlohmann::json overrides = nlohmann::json::object();
   std::string results_json;        // --results-json FILE: eval_result_json + run fields
   bool alibi_interpolate = false;  // --alibi-interpolate: slopes · L_train / L_eval (arXiv:2310.13017)
+  bool output_word_probs = false;  // fairseq's --output-word-probs: one line of words and ln p per sample
+  bool output_word_stats = false;  // fairseq's --output-word-stats
+  std::string post_process;        // fairseq's --post-process / --remove-bpe (word-level counts)
+  bool no_progress = false;        // --log-format none: no progress display
 };
 
 // Position interpolation for ALiBi (arXiv:2310.13017): the slope factor min(1, L_train / L_eval),

@@ -55,7 +55,27 @@ nlohmann::json resolve_config(const std::string& arch, const nlohmann::json& giv
 
 nlohmann::json apply_overrides(const nlohmann::json& config, const nlohmann::json& overrides, OverrideUse use,
                                const std::string& source) {
-  return family_of_config(config, source).apply_overrides(config, overrides, use, source);
+  const Family& f = family_of_config(config, source);
+  nlohmann::json out = f.apply_overrides(config, overrides, use, source);
+  if (use == OverrideUse::Evaluation) {
+    // A trained model's architecture is its tensors and its function: an override that changes
+    // a structural key (e.g. 'pos' on an ALiBi model, decoder_layers) would evaluate a model
+    // nobody trained. Only the evaluation-time keys may change (docs/fairseq.md lists them).
+    // A value no model can have is reported as such first (naming its flag and key).
+    f.validate(out);
+    std::string diffs = f.structural_differences(config, out);
+    if (!diffs.empty()) {
+      for (size_t p = diffs.find(" (this run: "); p != std::string::npos; p = diffs.find(" (this run: ", p))
+        diffs.replace(p, 12, " (--model-overrides: ");
+      std::string allowed = "max_tokens";
+      for (const FieldSpec& s : f.fields)
+        if (s.role != FieldRole::Structural || s.key == "max_target_positions") allowed += ", " + s.key;
+      fail_usage(source + ": --model-overrides would change the architecture of the trained model: " + diffs,
+                 "only evaluation-time keys may be overridden (" + allowed +
+                     "); a different architecture needs a model trained with it");
+    }
+  }
+  return out;
 }
 
 std::string structural_differences(const nlohmann::json& saved, const nlohmann::json& wanted) {

@@ -7,7 +7,9 @@
 //     (tokens_per_sample, and what the family derives from it), then the keys given on the
 //     command line: the full config (vocab_size/padding_idx still to be set from dict.txt).
 //   * apply_overrides(config, overrides, use): --model-overrides onto a stored config; for
-//     OverrideUse::Evaluation a family may drop keys that would resize trained tensors (said once).
+//     OverrideUse::Evaluation a family may drop keys that would resize trained tensors (said once),
+//     and an override that still changes a structural key (structural_differences) is a usage
+//     error naming the key; the Free and Evaluation fields (and max_tokens) are the evaluation-time ones.
 //   * structural_differences(saved, wanted): "" when a checkpoint of `saved` can resume a run of
 //     `wanted`, else "key a (this run: b), ..." over the keys that change tensors or the function.
 //   * model_fields(): the command-line fields of every family (deduplicated by key), for cli/.

@@ -71,6 +71,7 @@ nlohmann::json TrainConfig::to_json() const {
             {"save_interval_updates", save_interval_updates},
             {"keep_last_epochs", keep_last_epochs},
             {"keep_interval_updates", keep_interval_updates},
+            {"keep_best_checkpoints", keep_best_checkpoints},
             {"no_epoch_checkpoints", no_epoch_checkpoints},
             {"restore_file", restore_file},
             {"reset_optimizer", reset_optimizer},

@@ -77,6 +77,7 @@ struct TrainConfig {
   int64_t save_interval_updates = 0;
   int64_t keep_last_epochs = -1;
   int64_t keep_interval_updates = -1;
+  int64_t keep_best_checkpoints = -1;  // fairseq's: keep the N best checkpoint.best_<metric>_X.pt (train/best_checkpoints.h)
   std::string restore_file = "checkpoint_last.pt";  // fairseq: this name is looked up in save_dir
   bool reset_optimizer = false;
   bool reset_dataloader = false;          // resume at epoch 1, batch 0

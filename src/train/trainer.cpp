@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -20,7 +21,9 @@
 #include "core/signals.h"
 #include "dist/world.h"
 #include "ops/gemm.h"
+#include "optim/optimizer.h"
 #include "models/registry.h"
+#include "train/best_checkpoints.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
 #include "train/memory_estimate.h"
@@ -213,6 +216,10 @@ class TrainingRun {
   bool out_of_patience(double vloss);
   // The best-checkpoint comparison (fairseq's is_better without ties: the metric ranks as the loss).
   bool better(double a, double b) const { return c_.maximize_best_checkpoint_metric ? a > b : a < b; }
+  KeepBestParams keep_best_params() const {
+    return {.save_dir = c_.save_dir, .metric = c_.best_checkpoint_metric, .maximize = c_.maximize_best_checkpoint_metric,
+            .keep = c_.keep_best_checkpoints};
+  }
   void after_update(const UpdateResult& r, double step_seconds, int64_t done);
   int stop_requested();
   Stats epoch_stats() const;
@@ -225,6 +232,30 @@ class TrainingRun {
   std::unique_ptr<LmSplit> train_split_;
   std::vector<std::pair<std::string, std::unique_ptr<LmSplit>>> valid_splits_;  // --valid-subset a,b
   double patience_best_ = NAN;  // fairseq's should_stop_early: best validation loss of this process
+  double first_valid_loss_ = NAN;  // this process's first validation loss (the explosion warning's reference)
+  // One warning when a validation loss is non-finite or over 10x the initial one, naming the likely
+  // causes from the settings (lr, warmup, clipping, bf16); training goes on (fairseq says nothing).
+  // The initial loss is the lower of the first validation's and log2(V), a uniform prediction's,
+  // which a freshly initialised model is close to (so an explosion before the first validation counts).
+  void warn_if_exploding(double loss2) {
+    const double uniform = std::log2(static_cast<double>(std::max<int64_t>(data_.vocab_size, 2)));
+    if (std::isnan(first_valid_loss_) && std::isfinite(loss2)) first_valid_loss_ = std::min(loss2, uniform);
+    if (std::isfinite(loss2) && !(loss2 > 10 * std::min(first_valid_loss_, uniform))) return;
+    const OptimSettings& o = c_.optim;
+    std::string causes;
+    const double lr = o.lr.empty() ? 0.0 : o.lr.front();
+    causes += "--lr " + python_float_repr(lr) + " may be too high for --optimizer " +
+              std::string(optim::optimizer_kind_name(o.optimizer));
+    if (o.warmup_updates == 0) causes += "; there is no warmup (--warmup-updates 0)";
+    if (o.clip_norm <= 0) causes += "; gradients are not clipped (--clip-norm 0)";
+    if (ops::matmul_precision() == ops::GemmPrecision::Bf16) causes += "; matrix products run in bf16 (--bf16/--fp16)";
+    log_once(LogLevel::Warning,
+             "the validation loss exploded: " + (std::isfinite(loss2) ? format_stat(loss2, 3) : std::string(std::isnan(loss2) ? "nan" : "inf")) +
+                 " at update " + std::to_string(state_.num_updates) + ", over 10x the initial " +
+                 format_stat(std::isnan(first_valid_loss_) ? uniform : first_valid_loss_, 3) +
+                 " (the first validation's, at most log2 of the vocabulary size)" +
+                 ". Likely causes: " + causes + ". Lower --lr, add --warmup-updates, or set --clip-norm");
+  }
   int64_t patience_runs_ = 0;   // validations since it improved
   std::unique_ptr<models::LanguageModel> model_;
   std::unique_ptr<models::SegmentState> segment_;
@@ -431,6 +462,7 @@ void TrainingRun::save(const std::vector<std::string>& names, int64_t epoch, dou
                   (std::isnan(score) ? std::string("None") : python_float_repr(std::stod(format_stat(score, 3)))) +
                   ") (writing took " + python_float_repr(now_seconds() - t0) + " seconds)");
   prune(c);
+  prune_best(keep_best_params());
 }
 
 // Validates every --valid-subset (logging fairseq's valid_* fields); returns the first subset's
@@ -449,6 +481,7 @@ double TrainingRun::run_validation() {
     const double prev_best = state_.best_loss;
     if (k == 0) {
       first = v.loss2;
+      warn_if_exploding(v.loss2);
       if (std::isnan(state_.best_loss) || better(v.loss2, state_.best_loss)) state_.best_loss = v.loss2;
     }
     if (!world_.is_main()) continue;
@@ -519,6 +552,17 @@ bool TrainingRun::validate_and_save(bool end_of_epoch) {
   if (!std::isnan(vloss) && (std::isnan(prev_best) || vloss == prev_best || better(vloss, prev_best)))
     names.push_back("checkpoint_best.pt");
   if (!c.no_last_checkpoints) names.push_back("checkpoint_last.pt");
+  if (c.keep_best_checkpoints > 0 && !std::isnan(vloss)) {
+    // fairseq names the file by the logged (rounded) metric value (train/best_checkpoints.h).
+    const bool ppl = c.best_checkpoint_metric == "ppl";
+    auto logged = [&](double loss2) {  // Python's round(v, 3) (ppl: round(2^loss, 2))
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.*f", ppl ? 2 : 3, ppl ? std::pow(2.0, loss2) : loss2);
+      return std::strtod(buf, nullptr);
+    };
+    const std::string best_name = keep_best_name(keep_best_params(), epoch, n, logged(vloss), logged(state_.best_loss));
+    if (!best_name.empty()) names.insert(names.end() - (c.no_last_checkpoints ? 0 : 1), best_name);
+  }
   const bool early = out_of_patience(vloss);
   should_stop = should_stop || early;
   if (end_of_epoch) {

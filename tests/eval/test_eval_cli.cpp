@@ -96,7 +96,7 @@ TEST_F(EvalCli, StrideAndWordProbs) {
   const std::string a = *dir_ / "a.json", b = *dir_ / "b.json", tsv = *dir_ / "nll.tsv";
   const std::string base = "eval-lm " + q(data_) + " --path " + q(ckpt(PosMethod::Sinusoidal)) + " --threads 1 ";
   ASSERT_EQ(run_stretch(base + "--tokens-per-sample 12 --context-window 8 --results-json " + q(a)).exit_code, 0);
-  const auto r = run_stretch(base + "--tokens-per-sample 12 --stride 4 --output-word-probs " + q(tsv) +
+  const auto r = run_stretch(base + "--tokens-per-sample 12 --stride 4 --dump-nll " + q(tsv) +
                              " --results-json " + q(b));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(read_json(a).at("nll_sum_nats"), read_json(b).at("nll_sum_nats"));

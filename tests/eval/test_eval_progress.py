@@ -6,7 +6,7 @@
 - Under a pseudo-terminal stderr shows the bar (tokens/s, ETA) and clears it.
 - SIGINT while evaluating (the test hook STRETCH_TEST_EVAL_STALL_AFTER_PASS holds it after pass 3):
   exit 130, the partial result on stdout, equal to the mean NLL of the first K targets of a complete
-  run's --output-word-probs dump; no --results-json written, the interrupted dump removed.
+  run's --dump-nll dump; no --results-json written, the interrupted dump removed.
 - sweep shows the same progress for each cell.
 usage: test_eval_progress.py --stretch BIN
 """
@@ -84,7 +84,7 @@ def main():
 
     # Off a terminal: the header first, lines per tenth on stderr, the last at the total.
     full_dump = os.path.join(tmp, "full.tsv")
-    r = run(ev + ["--output-word-probs", full_dump])
+    r = run(ev + ["--dump-nll", full_dump])
     check(r.returncode == 0, f"eval-lm exit {r.returncode}: {r.stderr}")
     out = r.stdout.splitlines()
     check(out[0] == "stretch | eval-lm | valid | non-overlapping, L = 16", f"header {out[0]!r}")
@@ -113,7 +113,7 @@ def main():
     dump = os.path.join(tmp, "partial.tsv")
     res = os.path.join(tmp, "partial.json")
     env = dict(os.environ, STRETCH_TEST_EVAL_STALL_AFTER_PASS="3")
-    c = subprocess.Popen(ev + ["--output-word-probs", dump, "--results-json", res], stdout=subprocess.PIPE,
+    c = subprocess.Popen(ev + ["--output-word-probs-file", dump, "--results-json", res], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env)
     err = ""
     deadline = time.time() + 120
@@ -137,7 +137,7 @@ def main():
         check(abs(got - want) < 1e-4, f"partial loss {got} vs the first {k} targets of the full dump {want:.4f}")
     check("stopped by signal 2" in err and "partial" in err, f"the warning says what happened: {err}")
     check(not os.path.exists(res), "no --results-json for a partial run")
-    check(not os.path.exists(dump), "the interrupted --output-word-probs file is removed")
+    check(not os.path.exists(dump), "the interrupted --output-word-probs-file dump is removed")
 
     # sweep: each cell shows its progress.
     s = run([b, "sweep", data, "--path", ck, "--gen-subset", "valid", "--lengths", "16,32", "--threads", "1",

@@ -23,7 +23,7 @@ SUPPORTED = ["sin_post_tied", "learned_pre_untied", "nopos_pre_tied", "fp16", "l
 def run_stretch(stretch, ckpt, flags, tmp):
     rj, wp = os.path.join(tmp, "r.json"), os.path.join(tmp, "w.tsv")
     p = subprocess.run([stretch, "eval-lm", os.path.join(FIX, "data-bin"), "--path", ckpt, "--gen-subset", "valid",
-                        "--results-json", rj, "--output-word-probs", wp] + flags,
+                        "--results-json", rj, "--dump-nll", wp] + flags,
                        capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"FAIL: stretch eval-lm {ckpt} {flags} exited {p.returncode}:\n{p.stdout}{p.stderr}")

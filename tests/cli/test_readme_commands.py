@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The README's commands paste cleanly and still match the program (issue 16):
+  * no code block has a comment after a line continuation (bash would end the command there) or
+    a continuation into a blank line;
+  * every `stretch ...` command of a code block (continuations joined, shell variables set as the
+    block sets them) runs through bash with this build's binary as `stretch`, in an empty folder
+    without the data: it must fail only for the missing data or checkpoint, never with a usage
+    error about its flags (unknown flag, stray or blank argument, a value refused).
+Usage: test_readme_commands.py STRETCH_BINARY
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+README = os.path.join(HERE, "..", "..", "README.md")
+USAGE = ("unknown flag", "stray argument", "unexpected argument", "a blank argument", "did you mean",
+         "is not allowed", "not in {", "--help for more information", "syntax error")
+
+
+def blocks(text):
+    out, cur, inside = [], [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if inside:
+                out.append(cur)
+            cur, inside = [], not inside
+            continue
+        if inside:
+            cur.append(line)
+    return out
+
+
+def main():
+    b = os.path.abspath(sys.argv[1])
+    failures = []
+    commands = []
+    for blk in blocks(open(README).read()):
+        for i, line in enumerate(blk):
+            if line.rstrip().endswith("\\"):
+                if re.search(r"\s#", line):
+                    failures.append(f"a comment before a line continuation: {line!r}")
+                if i + 1 >= len(blk) or not blk[i + 1].strip():
+                    failures.append(f"a continuation into nothing: {line!r}")
+        joined = "\n".join(blk).replace("\\\n", " ")
+        for cmd in joined.splitlines():
+            # (the overview table "stretch train        decoder-only LMs ..." is not a command)
+            if re.match(r"^(\w+=\S+;\s*)?stretch (preprocess|train|eval-lm|sweep|generate) \S", cmd.strip()) \
+                    and "..." not in cmd:
+                commands.append(cmd.strip())
+    if len(commands) < 3:
+        failures.append(f"expected the quick start's preprocess, train and eval-lm commands, found {commands}")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.symlink(b, os.path.join(tmp, "stretch"))
+        env = dict(os.environ, PATH=tmp + os.pathsep + os.environ["PATH"], TEXT=os.path.join(tmp, "no-such-text"))
+        for cmd in commands:
+            p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=tmp, env=env, timeout=120)
+            bad = [u for u in USAGE if u in p.stderr]
+            ok = p.returncode != 0 and not bad and ("no-such-text" in p.stderr or "data-bin" in p.stderr
+                                                     or "wt103" in p.stderr)
+            print(("ok   " if ok else "FAIL ") + cmd[:90] + f"... -> exit {p.returncode}: {p.stderr.strip()[-160:]!r}")
+            if not ok:
+                failures.append(f"{cmd[:60]}...: exit {p.returncode}, {bad or 'not the missing data'}: {p.stderr[-400:]}")
+    for f in failures:
+        print("FAIL:", f)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
