@@ -4,7 +4,10 @@ real fairseq-eval-lm's results recorded in expected.json by make_fixtures.sh (fa
 Loss (base 2) within 1e-4 relative, the same scored-token count, and every token's NLL within
 2e-5 nats (fairseq logs ln p to 6 decimals), non-overlapping (--tokens-per-sample 16) and
 sliding window (--context-window 8). Each .pt is read directly (converted in memory) and also
-through `stretch import-fairseq` (the model file must give the same numbers).
+through `stretch import-fairseq` (the model file must give the same numbers). The adaptive
+fixtures (adaptive input / adaptive softmax, tied and untied) are among them; wiki103_fork.pt
+(the ALiBi fork's released-model layout: fp16, argparse args with max_tokens) is imported with
+--pos alibi and compared with fairseq + fairseq_alibi_patch.py (expected.json's "alibi" cases).
 Also: a checkpoint with project_in_dim/project_out_dim is refused with an error naming them.
 Needs no oracle (the expectations are committed); test_live_fairseq.py reruns fairseq itself.
 Usage: check_import_eval.py STRETCH_BINARY
@@ -17,7 +20,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(HERE, "..", "fixtures", "fairseq")
-SUPPORTED = ["sin_post_tied", "learned_pre_untied", "nopos_pre_tied", "fp16", "legacy", "argparse"]
+SUPPORTED = ["sin_post_tied", "learned_pre_untied", "nopos_pre_tied", "fp16", "legacy", "argparse", "adaptive_tied",
+             "adaptive_untied", "adaptive_noproj", "adaptive_softmax", "wiki103_fork"]
+ALIBI = {"wiki103_fork"}  # imported with --pos alibi; no direct .pt run (that keeps sinusoidal positions)
 
 
 def run_stretch(stretch, ckpt, flags, tmp):
@@ -43,18 +48,26 @@ def main():
         converted = {}
         for name in SUPPORTED:
             out = os.path.join(tmp, name + ".stretch")
-            p = subprocess.run([stretch, "import-fairseq", os.path.join(FIX, name + ".pt"), "--out", out],
+            extra = ["--pos", "alibi"] if name in ALIBI else []
+            p = subprocess.run([stretch, "import-fairseq", os.path.join(FIX, name + ".pt"), "--out", out] + extra,
                                capture_output=True, text=True)
             if p.returncode != 0:
                 raise SystemExit(f"FAIL: import-fairseq {name}: {p.stdout}{p.stderr}")
             if "dictionary" not in p.stdout:
                 failures.append(f"{name}: import-fairseq did not say which dictionary it stored")
+            if name in ALIBI and ("'max_tokens'" not in p.stdout or "ALiBi" not in p.stdout):
+                failures.append(f"{name}: import-fairseq --pos alibi did not report the fork trace and ALiBi: {p.stdout}")
             converted[name] = out
         for case, exp in sorted(expected.items()):
             name = case.split("/")[0]
             if name not in SUPPORTED:
                 continue
-            for label, path in (("direct .pt", os.path.join(FIX, exp["checkpoint"])), ("imported", converted[name])):
+            if bool(exp.get("alibi")) != (name in ALIBI):
+                failures.append(f"{case}: expected.json's alibi flag {exp.get('alibi')} does not match the test's")
+            runs = [("imported", converted[name])]
+            if name not in ALIBI:
+                runs.insert(0, ("direct .pt", os.path.join(FIX, exp["checkpoint"])))
+            for label, path in runs:
                 r, nll, log = run_stretch(stretch, path, exp["flags"], tmp)
                 checked += 1
                 rel = abs(r["loss_base2"] - exp["loss_base2"]) / exp["loss_base2"]
@@ -103,7 +116,7 @@ def main():
         r, _, log = run_stretch(stretch, os.path.join(FIX, "fork_style.pt"), ["--tokens-per-sample", "16"], tmp)
         if "max_tokens" not in log or abs(r["loss_base2"] - expected["sin_post_tied/blocks"]["loss_base2"]) > 1e-4 * 6:
             failures.append(f"fork_style.pt direct: no max_tokens warning or loss {r['loss_base2']} (sinusoidal expected)")
-    if checked < 2 * 2 * len(SUPPORTED):
+    if checked < 2 * 2 * len(SUPPORTED) - 2 * len(ALIBI):
         failures.append(f"only {checked} comparisons ran")
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
