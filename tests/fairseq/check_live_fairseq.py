@@ -25,7 +25,7 @@ FIX = os.path.join(HERE, "..", "fixtures", "fairseq")
 CASES = ["fp16/blocks", "argparse/window", "adaptive_tied/blocks"]
 if os.environ.get("STRETCH_LONG") == "1":
     with open(os.path.join(FIX, "expected.json")) as f:
-        CASES = sorted(k for k, v in json.load(f).items() if not k.startswith("proj_") and not v.get("alibi"))
+        CASES = sorted(k for k, v in json.load(f).items() if not v.get("alibi"))
 
 
 def fairseq_eval(py, ckpt, flags, alibi=False):
@@ -104,13 +104,14 @@ def main():
                     if abs(got["loss_base2"] - exp["loss_base2"]) > 1e-6 * exp["loss_base2"] or got["tokens"] != exp["tokens"]:
                         failures.append(f"{case}: fairseq with the ALiBi patch now gives {got['loss_base2']!r}")
         else:
-            # (model, modes): three fairseq runs in CI, all seven models x both modes under STRETCH_LONG=1.
+            # (model, modes): four fairseq runs in CI, all nine models x both modes under STRETCH_LONG=1.
             blocks, window = ["--tokens-per-sample", "16"], ["--tokens-per-sample", "16", "--context-window", "8"]
-            plan = [("learned_pre_untied", [blocks]), ("sin_post_tied", [window]), ("adaptive_tied", [window])]
+            plan = [("learned_pre_untied", [blocks]), ("sin_post_tied", [window]), ("adaptive_tied", [window]),
+                    ("adaptive_proj", [blocks])]
             if os.environ.get("STRETCH_LONG") == "1":
                 plan = [(n, [blocks, window]) for n in ("learned_pre_untied", "sin_post_tied", "nopos_pre_tied",
-                                                        "adaptive_tied", "adaptive_untied", "adaptive_noproj",
-                                                        "adaptive_softmax")]
+                                                        "proj_post_untied", "adaptive_tied", "adaptive_untied",
+                                                        "adaptive_noproj", "adaptive_softmax", "adaptive_proj")]
             for name, modes in plan:
                 model = os.path.join(tmp, name + ".stretch")
                 back = os.path.join(tmp, name + "_back.pt")

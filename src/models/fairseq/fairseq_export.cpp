@@ -55,8 +55,8 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
   kv_s("data", ".");
   kv_i("decoder_layers", c.decoder_layers);
   kv_i("decoder_embed_dim", c.decoder_embed_dim);
-  kv_i("decoder_input_dim", c.decoder_embed_dim);
-  kv_i("decoder_output_dim", c.decoder_embed_dim);
+  kv_i("decoder_input_dim", c.input_dim());
+  kv_i("decoder_output_dim", c.output_dim());
   kv_i("decoder_ffn_embed_dim", c.decoder_ffn_embed_dim);
   kv_i("decoder_attention_heads", c.decoder_attention_heads);
   kv_b("decoder_normalize_before", c.decoder_normalize_before);

@@ -252,12 +252,11 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
   const int64_t C = c.decoder_embed_dim;
   const int64_t in_dim = static_cast<int64_t>(num(m, "decoder_input_dim", static_cast<double>(C)));
   const int64_t out_dim = static_cast<int64_t>(num(m, "decoder_output_dim", static_cast<double>(C)));
-  if (in_dim != C || out_dim != C || has("decoder.project_in_dim.weight") || has("decoder.project_out_dim.weight"))
-    fail_input(path,
-               "decoder_input_dim " + std::to_string(in_dim) + " / decoder_output_dim " + std::to_string(out_dim) +
-                   " differ from decoder_embed_dim " + std::to_string(C) +
-                   " (project_in_dim / project_out_dim): stretch's transformer_lm has no such projections yet",
-               "only checkpoints with decoder_input_dim = decoder_output_dim = decoder_embed_dim import today");
+  if (in_dim <= 0 || out_dim <= 0)
+    fail_input(path, "decoder_input_dim " + std::to_string(in_dim) + " / decoder_output_dim " + std::to_string(out_dim) +
+                         " must be positive", kHint);
+  c.decoder_input_dim = in_dim == C ? 0 : in_dim;  // 0: = C (stretch's default)
+  c.decoder_output_dim = out_dim == C ? 0 : out_dim;
   c.decoder_normalize_before = flag(m, "decoder_normalize_before", false);
   c.no_decoder_final_norm = flag(m, "no_decoder_final_norm", false);
   c.share_decoder_input_output_embed = flag(m, "share_decoder_input_output_embed", false);
@@ -328,7 +327,7 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
       const std::string p = "decoder.embed_tokens.embeddings." + std::to_string(i) + ".";
       if (i == cut.size() && !has(p + "0.weight")) break;  // the last cutoff was V
       Tensor table = take(p + "0.weight"), proj = take(p + "1.weight");
-      const int64_t d = nn::VocabBands::dim(C, c.adaptive_input_factor, static_cast<int64_t>(i));
+      const int64_t d = nn::VocabBands::dim(in_dim, c.adaptive_input_factor, static_cast<int64_t>(i));
       const int64_t size = i < cut.size() ? cut[i] - start : table.dim(0);
       if (table.rank() != 2 || table.dim(0) != size || table.dim(1) != d)
         fail_input(path, p + "0.weight is " + table.shape().str() + ", expected [" + std::to_string(size) + ", " +
@@ -345,12 +344,27 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
     c.vocab_size = start;
     sd.used.insert("decoder.embed_tokens._float_tensor");
   } else {
-    emb = take("decoder.embed_tokens.weight");
-    if (emb.rank() != 2 || emb.dim(1) != C)
-      fail_input(path, "decoder.embed_tokens.weight is " + emb.shape().str() + ", expected [V, " + std::to_string(C) + "]", kHint);
+    emb = take("decoder.embed_tokens.weight");  // [V, input]
+    if (emb.rank() != 2 || emb.dim(1) != in_dim)
+      fail_input(path, "decoder.embed_tokens.weight is " + emb.shape().str() + ", expected [V, " + std::to_string(in_dim) +
+                           "] (decoder_input_dim)", kHint);
     c.vocab_size = emb.dim(0);
     t.emplace_back("decoder.embed_tokens.weight", emb);
   }
+  auto projection = [&](const std::string& name, int64_t rows, int64_t cols) {  // project_in_dim / project_out_dim
+    Tensor w = take(name);
+    if (w.shape() != Shape{rows, cols})
+      fail_input(path, name + " is " + w.shape().str() + ", expected [" + std::to_string(rows) + ", " +
+                           std::to_string(cols) + "]", kHint);
+    t.emplace_back(name, w);
+  };
+  try {  // the dims against each other (a tied table needs input = output; tied adaptive weights need both = C),
+         // the cutoffs against V, the tied bands against each other
+    c.validate();
+  } catch (const Error& e) {
+    fail_input(path, std::string("its config does not describe a model fairseq can build: ") + e.what(), kHint);
+  }
+  if (c.has_project_in()) projection("decoder.project_in_dim.weight", C, in_dim);  // [C, input]
   sd.used.insert("decoder.version");
   if (c.pos == PosMethod::Learned) {
     Tensor pos = take("decoder.embed_positions.weight");  // [P + pad + 1, C]
@@ -375,6 +389,8 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
     t.emplace_back("decoder.layer_norm.weight", take("decoder.layer_norm.weight"));
     t.emplace_back("decoder.layer_norm.bias", take("decoder.layer_norm.bias"));
   }
+  const int64_t D = c.output_dim();  // what the output head reads
+  if (c.has_project_out()) projection("decoder.project_out_dim.weight", D, C);  // [output, C]
   // A tied tensor is saved twice (one storage): the copy must equal the original; stretch keeps one.
   auto same_as = [&](const std::string& name, const Tensor& original, const std::string& original_name) {
     Tensor o = take(name);
@@ -383,11 +399,6 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
   };
   if (c.has_adaptive_softmax()) {
     const std::string a = "decoder.adaptive_softmax.";
-    try {  // the cutoffs against V, the tied bands against each other
-      c.validate();
-    } catch (const Error& e) {
-      fail_input(path, std::string("its adaptive config does not describe a valid model: ") + e.what(), kHint);
-    }
     const nn::VocabBands b = nn::VocabBands::make(c.softmax_cutoffs(), c.vocab_size);  // V from the input side
     const int64_t k = b.count();
     auto expect = [&](const std::string& name, const Tensor& x, Shape want) {
@@ -395,14 +406,14 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
     };
     if (c.tie_adaptive_weights) {
       Tensor cls = take(a + "head.class_proj.weight");
-      expect(a + "head.class_proj.weight", cls, Shape{k - 1, C});
+      expect(a + "head.class_proj.weight", cls, Shape{k - 1, D});
       t.emplace_back(a + "head.class_proj.weight", cls);
       if (has(a + "head.word_proj.weight"))
         same_as(a + "head.word_proj.weight", bands_in[0].first, "decoder.embed_tokens.embeddings.0.0.weight");
       sd.used.insert(a + "head._float_tensor");
     } else {
       Tensor head = take(a + "head.weight");
-      expect(a + "head.weight", head, Shape{b.size(0) + k - 1, C});
+      expect(a + "head.weight", head, Shape{b.size(0) + k - 1, D});
       t.emplace_back(a + "head.weight", head);
     }
     for (int64_t i = 1; i < k; ++i) {
@@ -413,16 +424,16 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
         if (has(p + "0.weight")) same_as(p + "0.weight", bands_in[band].second, in + "1.weight");
       } else {
         const int64_t d = c.tie_adaptive_weights ? bands_in[band].first.dim(1)
-                                                 : nn::VocabBands::dim(C, c.adaptive_softmax_factor, i);
+                                                 : nn::VocabBands::dim(D, c.adaptive_softmax_factor, i);
         Tensor proj = take(p + "0.weight");
-        expect(p + "0.weight", proj, Shape{d, C});
+        expect(p + "0.weight", proj, Shape{d, D});
         t.emplace_back(p + "0.weight", proj);
       }
       if (c.tie_adaptive_weights) {
         if (has(p + "2.weight")) same_as(p + "2.weight", bands_in[band].first, in + "0.weight");
       } else {
         Tensor o = take(p + "2.weight");
-        expect(p + "2.weight", o, Shape{b.size(i), nn::VocabBands::dim(C, c.adaptive_softmax_factor, i)});
+        expect(p + "2.weight", o, Shape{b.size(i), nn::VocabBands::dim(D, c.adaptive_softmax_factor, i)});
         t.emplace_back(p + "2.weight", o);
       }
     }
@@ -436,10 +447,10 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
                          "decoder.embed_tokens.weight", kHint);
     }
   } else {
-    Tensor o = take("decoder.output_projection.weight");  // [V, C]
-    if (o.shape() != Shape{c.vocab_size, C})
+    Tensor o = take("decoder.output_projection.weight");  // [V, output]
+    if (o.shape() != Shape{c.vocab_size, D})
       fail_input(path, "decoder.output_projection.weight is " + o.shape().str() + ", expected [" +
-                           std::to_string(c.vocab_size) + ", " + std::to_string(C) + "]", kHint);
+                           std::to_string(c.vocab_size) + ", " + std::to_string(D) + "]", kHint);
     t.emplace_back("decoder.output_projection.weight", o);
   }
   for (const auto& [name, v] : sd.tensors)
