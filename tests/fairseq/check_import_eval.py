@@ -8,6 +8,7 @@ through `stretch import-fairseq` (the model file must give the same numbers). Th
 fixtures (adaptive input / adaptive softmax, tied and untied) are among them; wiki103_fork.pt
 (the ALiBi fork's released-model layout: fp16, argparse args with max_tokens) is imported with
 --pos alibi and compared with fairseq + fairseq_alibi_patch.py (expected.json's "alibi" cases).
+`stretch train --restore-file X.pt` (no resets) is refused naming --finetune-from-model. Includes
 proj_post_untied (decoder_input_dim 16, decoder_output_dim 24: project_in_dim / project_out_dim) and
 adaptive_proj (adaptive input over d_0 = 16, project_out_dim 32 -> 24 before the adaptive softmax).
 Needs no oracle (the expectations are committed); test_live_fairseq.py reruns fairseq itself.
@@ -112,6 +113,17 @@ def main():
         r, _, log = run_stretch(stretch, os.path.join(FIX, "fork_style.pt"), ["--tokens-per-sample", "16"], tmp)
         if "max_tokens" not in log or abs(r["loss_base2"] - expected["sin_post_tied/blocks"]["loss_base2"]) > 1e-4 * 6:
             failures.append(f"fork_style.pt direct: no max_tokens warning or loss {r['loss_base2']} (sinusoidal expected)")
+        # --restore-file of a fairseq .pt (without the resets): refused, naming the file and the way
+        # that works (--finetune-from-model; fairseq's optimizer state is not imported), nothing written.
+        save = os.path.join(tmp, "ft")
+        p = subprocess.run([stretch, "train", os.path.join(FIX, "data-bin"), "--arch", "transformer_lm_wiki103",
+                            "--restore-file", os.path.join(FIX, "adaptive_tied.pt"), "--save-dir", save,
+                            "--max-update", "1", "--max-tokens", "256", "--tokens-per-sample", "32", "--pos", "sinusoidal",
+                            "--adaptive-input-cutoff", "100,300", "--adaptive-softmax-cutoff", "100,300"], capture_output=True,
+                           text=True)
+        if p.returncode == 0 or "adaptive_tied.pt" not in p.stderr or "--finetune-from-model" not in p.stderr \
+                or (os.path.exists(save) and [f for f in os.listdir(save) if f.endswith(".pt")]):
+            failures.append(f"--restore-file fairseq .pt: rc {p.returncode}, {p.stderr[-500:]}")
     if checked < 2 * 2 * len(SUPPORTED) - 2 * len(ALIBI):
         failures.append(f"only {checked} comparisons ran")
     if failures:

@@ -64,6 +64,10 @@ void KvCache::keep_last(int64_t memory) {
 
 TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(config)) {
   config_.validate();
+  // One spelling of "no projection" (0), so that --decoder-input-dim C and a file without the key
+  // describe the same architecture (config_json() is what resume and fine-tune compare).
+  if (config_.decoder_input_dim == config_.decoder_embed_dim) config_.decoder_input_dim = 0;
+  if (config_.decoder_output_dim == config_.decoder_embed_dim) config_.decoder_output_dim = 0;
   const auto& c = config_;
   // The adaptive softmax's masks use the layer slot after the last block.
   if (static_cast<uint64_t>(c.decoder_layers + (c.has_adaptive_softmax() ? 1 : 0)) >= kMaxLayerSlots)
