@@ -4,7 +4,7 @@
 # The model is a small transformer_lm_wiki103 that real fairseq trains for one update (so the file
 # is fairseq's, and stretch reads it through import-fairseq): 4 layers, C 256, 4 heads, F 1024,
 # adaptive input + adaptive softmax with tied tables and projections, cutoffs 2000,8000 (factor 4),
-# dictionary of WikiText-103 valid (V ≈ 33k). Scored text: the first LINES lines of WikiText-103
+# dictionary of WikiText-103 valid (V = 18,896). Scored text: the first LINES lines of WikiText-103
 # test, non-overlapping blocks of 512 tokens (--tokens-per-sample 512 --max-tokens 2048, 4 blocks a
 # batch), both on THREADS threads, alternately, ROUNDS times. Each side's figure is its own
 # "Evaluated N tokens in Xs (R tokens/s)" line (fairseq's StopwatchMeter over the scoring loop,
