@@ -87,9 +87,11 @@ void save_checkpoint(const std::string& path, const models::LanguageModel& model
 
 CheckpointContents read_checkpoint(const std::string& path) {
   if (const std::string kind = torch_file_kind(path); !kind.empty())
-    fail_input(path, "is a PyTorch checkpoint (" + kind + "): stretch train cannot resume fairseq's training state",
-               "eval-lm/sweep/generate read it directly; `stretch import-fairseq " + path +
-                   " --out M` converts the weights once (training then starts afresh from them is not built yet)");
+    fail_input(path, "is a PyTorch checkpoint (" + kind + "): stretch train cannot resume fairseq's training state "
+                     "(its optimizer, lr scheduler and data position are not imported)",
+               "fine-tune from its weights with --finetune-from-model " + path +
+                   " (or --restore-file with --reset-optimizer --reset-dataloader): the optimizer, schedule and "
+                   "update count then start afresh, as fairseq's --finetune-from-model does");
   CheckpointContents c;
   static_cast<models::ModelFile&>(c) = models::read_model_file(path);
   auto meta = [&](const char* key) -> const std::string& {

@@ -382,10 +382,22 @@ void TrainingRun::resume(const std::string& from) {
                 "move " + from + " away to start afresh, or copy an earlier checkpoint (checkpoint_E_U.pt, "
                 "checkpointN.pt) over it");
   }
-  if (ck.dict_hash != data_.dict_hash)
+  if (ck.format == models::kFairseqFormat) {
+    // A fairseq .pt (weights only: converted in memory by models/fairseq). fairseq stores no
+    // dictionary: the vocabulary size is checked (as fairseq's load_state_dict does), and the
+    // architecture below. Its optimizer and data state are not imported (docs/fairseq.md).
+    const int64_t saved_v = ck.model.value("vocab_size", int64_t{-1});
+    if (saved_v != data_.vocab_size)
+      fail_input(from, "has a vocabulary of " + std::to_string(saved_v) + " but " + data_.dict_path + " has " +
+                           std::to_string(data_.vocab_size) + " symbols",
+                 "fine-tune on the data-bin (dict.txt) the fairseq model was trained on");
+    log_info(from + ": fairseq weights only (fairseq stores no dictionary: the vocabulary size " +
+             std::to_string(saved_v) + " matches); optimizer, lr schedule, num_updates and data position start afresh");
+  } else if (ck.dict_hash != data_.dict_hash) {
     fail_input(from, "was trained with another dictionary (hash " + ck.dict_hash + "; " + data_.dict_path + " has " +
                          data_.dict_hash + ")",
                "use a fresh --save-dir, or the data-bin the checkpoint was trained on");
+  }
   check_same_architecture(from, ck.model, model_->config_json());
   models::load_weights(*model_, ck);
   if (segment_) segment_->load(segment_tensors(ck));

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "core/error.h"
 #include "models/registry.h"
@@ -35,7 +36,7 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
   auto tensor = [&](const std::string& key, const Tensor& t) {
     std::vector<int64_t> shape;
     for (int d = 0; d < t.rank(); ++d) shape.push_back(t.dim(d));
-    w.tensor("FloatStorage", key, t.numel(), shape);
+    w.tensor(t.dtype() == DType::I64 ? "LongStorage" : "FloatStorage", key, t.numel(), shape);
   };
 
   w.empty_dict();
@@ -50,12 +51,12 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
   auto kv_f = [&](const char* k, double v) { w.str(k); w.real(v); };
   kv_s("arch", "transformer_lm");
   kv_s("task", "language_modeling");
-  kv_s("criterion", "cross_entropy");
+  kv_s("criterion", criterion_name(c.criterion));
   kv_s("data", ".");
   kv_i("decoder_layers", c.decoder_layers);
   kv_i("decoder_embed_dim", c.decoder_embed_dim);
-  kv_i("decoder_input_dim", c.decoder_embed_dim);
-  kv_i("decoder_output_dim", c.decoder_embed_dim);
+  kv_i("decoder_input_dim", c.input_dim());
+  kv_i("decoder_output_dim", c.output_dim());
   kv_i("decoder_ffn_embed_dim", c.decoder_ffn_embed_dim);
   kv_i("decoder_attention_heads", c.decoder_attention_heads);
   kv_b("decoder_normalize_before", c.decoder_normalize_before);
@@ -70,6 +71,19 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
   kv_f("dropout", c.dropout);
   kv_f("attention_dropout", c.attention_dropout);
   kv_f("activation_dropout", c.activation_dropout);
+  if (c.adaptive_input) {
+    kv_b("adaptive_input", true);
+    kv_f("adaptive_input_factor", c.adaptive_input_factor);
+    kv_s("adaptive_input_cutoff", c.adaptive_input_cutoff);
+  }
+  if (c.has_adaptive_softmax()) {
+    kv_s("adaptive_softmax_cutoff", c.adaptive_softmax_cutoff);
+    kv_f("adaptive_softmax_dropout", c.adaptive_softmax_dropout);
+    kv_f("adaptive_softmax_factor", c.adaptive_softmax_factor);
+    kv_b("tie_adaptive_weights", c.tie_adaptive_weights);
+    kv_b("tie_adaptive_proj", c.tie_adaptive_weights && c.tie_adaptive_proj);
+    if (c.criterion == Criterion::AdaptiveLoss) kv_s("ddp_backend", "legacy_ddp");  // fairseq's adaptive_loss needs it
+  }
   w.namespace_end();
 
   w.str("model");
@@ -78,21 +92,43 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
   Tensor version = Tensor::full(Shape{1}, 3.0f);  // TransformerDecoder's "version" buffer
   w.str("decoder.version");
   tensor(add_storage(version), version);
-  std::string embed_key;
-  const Tensor* embed = nullptr;
+  std::map<std::string, std::pair<std::string, const Tensor*>> stored;  // name → (storage key, tensor)
   for (const auto& [name, var] : model.params().items()) {
     const std::string key = add_storage(var.value());
-    if (name == "decoder.embed_tokens.weight") {
-      embed_key = key;
-      embed = &var.value();
-    }
+    stored[name] = {key, &var.value()};
     w.str(name);
     tensor(key, var.value());
   }
-  if (!embed) fail_internal(__FILE__, __LINE__, "transformer_lm without decoder.embed_tokens.weight");
-  if (c.share_decoder_input_output_embed) {  // saved twice over one storage, as torch does
-    w.str("decoder.output_projection.weight");
-    tensor(embed_key, *embed);
+  // Tied tensors are saved again under fairseq's second name, over the same storage (as torch does).
+  auto again = [&](const std::string& name, const std::string& original) {
+    auto it = stored.find(original);
+    if (it == stored.end()) fail_internal(__FILE__, __LINE__, "transformer_lm without " + original);
+    w.str(name);
+    tensor(it->second.first, *it->second.second);
+  };
+  auto buffer = [&](const std::string& name, const Tensor& t) {
+    w.str(name);
+    tensor(add_storage(t), t);
+  };
+  if (c.adaptive_input) buffer("decoder.embed_tokens._float_tensor", Tensor::zeros(Shape{1}));
+  if (c.has_adaptive_softmax()) {
+    const std::string a = "decoder.adaptive_softmax.", in = "decoder.embed_tokens.embeddings.";
+    const int64_t tails = static_cast<int64_t>(c.softmax_cutoffs().size()) -
+                          (c.softmax_cutoffs().back() == c.vocab_size ? 1 : 0);  // bands − 1
+    if (c.tie_adaptive_weights) {
+      again(a + "head.word_proj.weight", in + "0.0.weight");
+      buffer(a + "head._float_tensor", Tensor::zeros(Shape{1}));
+      for (int64_t i = 1; i <= tails; ++i) {
+        const std::string tail = a + "tail." + std::to_string(i - 1) + ".";
+        if (c.tie_adaptive_proj) again(tail + "0.weight", in + std::to_string(i) + ".1.weight");
+        again(tail + "2.weight", in + std::to_string(i) + ".0.weight");
+      }
+    }
+    Tensor version = Tensor::empty(Shape{1}, DType::I64);  // AdaptiveSoftmax's "version" buffer: 1
+    version.i64()[0] = 1;
+    buffer(a + "version", version);
+  } else if (c.share_decoder_input_output_embed) {
+    again("decoder.output_projection.weight", "decoder.embed_tokens.weight");
   }
   if (c.pos == PosMethod::Sinusoidal) {
     Tensor buf = Tensor::zeros(Shape{1});

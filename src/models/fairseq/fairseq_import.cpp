@@ -1,5 +1,5 @@
-// models/fairseq/fairseq_import.cpp — see fairseq_import.h. The transformer_lm mapping table is
-// kTransformerLm below; a family (adaptive, adaptive_span, transformer_xl) is one more table and
+// models/fairseq/fairseq_import.cpp — see fairseq_import.h. The transformer_lm mapping tables are
+// kTransformerLm and kTransformerLmAdaptive below; a family (adaptive_span, transformer_xl) is one more table and
 // one more tensor rule list.
 #include "models/fairseq/fairseq_import.h"
 
@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "models/transformer_lm/config.h"
+#include "nn/vocab_bands.h"
 #include "tensor/torch_file.h"
 
 namespace stretch::models {
@@ -47,13 +48,14 @@ nlohmann::json to_json(const Value& v) {
 //   neutral    a feature stretch lacks: the value must be the listed one (else an error);
 //   ignored    training-only or evaluation-irrelevant (dropouts, checkpointing, sharding).
 struct FamilyMapping {
-  std::vector<std::string> archs;
-  std::set<std::string> mapped;
-  std::vector<std::pair<std::string, nlohmann::json>> neutral;
-  std::set<std::string> ignored;
+  std::vector<std::string> archs{};
+  std::set<std::string> mapped{};
+  std::vector<std::pair<std::string, nlohmann::json>> neutral{};
+  std::set<std::string> ignored{};
 };
 
-const FamilyMapping kTransformerLm = {
+// What every transformer_lm variant shares; the two tables below add their own keys.
+const FamilyMapping kTransformerLmCommon = {
     .archs = {"transformer_lm", "transformer_lm_big", "transformer_lm_baevski_wiki103", "transformer_lm_wiki103",
               "transformer_lm_gbw", "transformer_lm_baevski_gbw", "transformer_lm_gpt", "transformer_lm_gpt2_small",
               "transformer_lm_gpt2_tiny", "transformer_lm_gpt2_medium", "transformer_lm_gpt2_big"},
@@ -62,19 +64,49 @@ const FamilyMapping kTransformerLm = {
                "decoder_layers", "decoder_attention_heads", "decoder_normalize_before", "no_decoder_final_norm",
                "no_token_positional_embeddings", "share_decoder_input_output_embed", "decoder_learned_pos",
                "no_scale_embedding", "tokens_per_sample", "max_target_positions", "max_tokens"},
-    .neutral = {{"adaptive_softmax_cutoff", nullptr},   {"adaptive_input", false},
-                {"character_embeddings", false},        {"tie_adaptive_weights", false},
-                {"layernorm_embedding", false},         {"decoder_layers_to_keep", nullptr},
-                {"base_layers", 0},                     {"scale_fc", false},
-                {"scale_attn", false},                  {"scale_heads", false},
-                {"scale_resids", false},                {"decoder_xformers_att_config", nullptr},
-                {"add_bos_token", false},               {"cross_self_attention", false},
-                {"quant_noise_pq", 0.0},                {"quant_noise_scalar", 0.0}},
-    .ignored = {"adaptive_softmax_dropout", "adaptive_softmax_factor", "character_filters", "character_embedding_dim",
-                "char_embedder_highway_layers", "adaptive_input_factor", "adaptive_input_cutoff", "tie_adaptive_proj",
-                "checkpoint_activations", "offload_activations", "decoder_layerdrop", "quant_noise_pq_block_size",
-                "min_params_to_wrap", "base_sublayers", "base_shuffle", "tpu"},
+    .neutral = {{"character_embeddings", false},        {"layernorm_embedding", false},
+                {"decoder_layers_to_keep", nullptr},    {"base_layers", 0},
+                {"scale_fc", false},                    {"scale_attn", false},
+                {"scale_heads", false},                 {"scale_resids", false},
+                {"decoder_xformers_att_config", nullptr}, {"add_bos_token", false},
+                {"cross_self_attention", false},        {"quant_noise_pq", 0.0},
+                {"quant_noise_scalar", 0.0}},
+    .ignored = {"character_filters", "character_embedding_dim", "char_embedder_highway_layers", "checkpoint_activations",
+                "offload_activations", "decoder_layerdrop", "quant_noise_pq_block_size", "min_params_to_wrap",
+                "base_sublayers", "base_shuffle", "tpu"},
 };
+
+FamilyMapping extend(FamilyMapping m, const std::vector<std::string>& mapped,
+                     const std::vector<std::pair<std::string, nlohmann::json>>& neutral,
+                     const std::vector<std::string>& ignored) {
+  m.mapped.insert(mapped.begin(), mapped.end());
+  m.neutral.insert(m.neutral.end(), neutral.begin(), neutral.end());
+  m.ignored.insert(ignored.begin(), ignored.end());
+  return m;
+}
+
+// A full-softmax transformer_lm with one embedding table: the adaptive modules must be off.
+const FamilyMapping kTransformerLm = extend(
+    kTransformerLmCommon, {},
+    {{"adaptive_softmax_cutoff", nullptr}, {"adaptive_input", false}, {"tie_adaptive_weights", false}},
+    {"adaptive_softmax_dropout", "adaptive_softmax_factor", "adaptive_input_factor", "adaptive_input_cutoff",
+     "tie_adaptive_proj"});
+
+// transformer_lm_wiki103 (= transformer_lm_baevski_wiki103) and any transformer_lm with adaptive
+// input and/or an adaptive softmax (fairseq's modules/adaptive_input.py, adaptive_softmax.py):
+//   decoder.embed_tokens.embeddings.{i}.0.weight [size_i, d_i], .1.weight [C, d_i]   (input band i)
+//   decoder.adaptive_softmax.head.weight [c_0 + k − 1, C]                            (untied)
+//   decoder.adaptive_softmax.head.class_proj.weight [k − 1, C]                       (tied)
+//   decoder.adaptive_softmax.head.word_proj.weight = embeddings.0.0.weight           (tied: a second name)
+//   decoder.adaptive_softmax.tail.{i−1}.0.weight [d_i, C] (tie_proj: = embeddings.{i}.1.weight [C, d_i])
+//   decoder.adaptive_softmax.tail.{i−1}.2.weight [size_i, d_i] (tied: = embeddings.{i}.0.weight)
+// and the buffers decoder.embed_tokens._float_tensor, decoder.adaptive_softmax.head._float_tensor
+// (TiedHeadModule) and decoder.adaptive_softmax.version.
+const FamilyMapping kTransformerLmAdaptive = extend(
+    kTransformerLmCommon,
+    {"adaptive_input", "adaptive_input_factor", "adaptive_input_cutoff", "adaptive_softmax_cutoff",
+     "adaptive_softmax_dropout", "adaptive_softmax_factor", "tie_adaptive_weights", "tie_adaptive_proj"},
+    {}, {});
 
 bool is_neutral(const nlohmann::json& got, const nlohmann::json& want) {
   if (got.is_null()) return want.is_null() || want == false || want == 0;
@@ -91,6 +123,38 @@ bool flag(const nlohmann::json& m, const std::string& key, bool dflt) {
   auto it = m.find(key);
   if (it == m.end() || it->is_null()) return dflt;
   return it->is_boolean() ? it->get<bool>() : it->get<double>() != 0;
+}
+
+// A cutoff list as fairseq's eval_str_list reads it ("20000,60000", "[20000, 60000]", a list or
+// None) → stretch's "20000,60000" ("" for None).
+std::string cutoff_text(const std::string& path, const nlohmann::json& m, const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end() || it->is_null()) return "";
+  std::vector<int64_t> v;
+  if (it->is_array()) {
+    for (const auto& x : *it) {
+      if (!x.is_number_integer()) fail_input(path, "model config key '" + key + "' is " + it->dump() + ", not a list of integers", kHint);
+      v.push_back(x.get<int64_t>());
+    }
+  } else if (it->is_string()) {
+    const std::string s = it->get<std::string>();
+    std::string digits;
+    for (char ch : s + ",") {
+      if (ch >= '0' && ch <= '9') {
+        digits += ch;
+      } else if (ch == ',' || ch == ']' || ch == ')') {
+        if (!digits.empty()) v.push_back(std::stoll(digits));
+        digits.clear();
+      } else if (ch != ' ' && ch != '[' && ch != '(') {
+        fail_input(path, "model config key '" + key + "' is '" + s + "', not a comma-separated list of integers", kHint);
+      }
+    }
+  } else {
+    fail_input(path, "model config key '" + key + "' is " + it->dump() + ", not a list of integers", kHint);
+  }
+  std::string out;
+  for (int64_t x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
 }
 
 struct StateDict {
@@ -132,7 +196,8 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
                                                                        : "";
   if (task.is_object() && task.contains("data") && task["data"].is_string()) out.task_data = task["data"];
 
-  const FamilyMapping& map = kTransformerLm;
+  const bool adaptive = flag(m, "adaptive_input", false) || !cutoff_text(path, m, "adaptive_softmax_cutoff").empty();
+  const FamilyMapping& map = adaptive ? kTransformerLmAdaptive : kTransformerLm;
   if (std::find(map.archs.begin(), map.archs.end(), out.fairseq_arch) == map.archs.end())
     fail_input(path, "fairseq arch '" + out.fairseq_arch + "' is not imported yet",
                "stretch imports the transformer_lm family (" + std::to_string(map.archs.size()) + " arch names)");
@@ -187,12 +252,11 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
   const int64_t C = c.decoder_embed_dim;
   const int64_t in_dim = static_cast<int64_t>(num(m, "decoder_input_dim", static_cast<double>(C)));
   const int64_t out_dim = static_cast<int64_t>(num(m, "decoder_output_dim", static_cast<double>(C)));
-  if (in_dim != C || out_dim != C || has("decoder.project_in_dim.weight") || has("decoder.project_out_dim.weight"))
-    fail_input(path,
-               "decoder_input_dim " + std::to_string(in_dim) + " / decoder_output_dim " + std::to_string(out_dim) +
-                   " differ from decoder_embed_dim " + std::to_string(C) +
-                   " (project_in_dim / project_out_dim): stretch's transformer_lm has no such projections yet",
-               "only checkpoints with decoder_input_dim = decoder_output_dim = decoder_embed_dim import today");
+  if (in_dim <= 0 || out_dim <= 0)
+    fail_input(path, "decoder_input_dim " + std::to_string(in_dim) + " / decoder_output_dim " + std::to_string(out_dim) +
+                         " must be positive", kHint);
+  c.decoder_input_dim = in_dim == C ? 0 : in_dim;  // 0: = C (stretch's default)
+  c.decoder_output_dim = out_dim == C ? 0 : out_dim;
   c.decoder_normalize_before = flag(m, "decoder_normalize_before", false);
   c.no_decoder_final_norm = flag(m, "no_decoder_final_norm", false);
   c.share_decoder_input_output_embed = flag(m, "share_decoder_input_output_embed", false);
@@ -214,7 +278,11 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
       fail_usage("--pos alibi: " + path + " has " + pos_method_name(c.pos) + " positions, not the ALiBi fork's sinusoidal entry",
                  "--pos alibi is for checkpoints of the ALiBi fork (sinusoidal embed_positions kept but unused)");
     c.pos = PosMethod::Alibi;
-    out.notes.push_back("positions: ALiBi (--pos alibi); the stored sinusoidal embed_positions entry is not used");
+    out.notes.push_back(std::string("positions: ALiBi (--pos alibi); the stored sinusoidal embed_positions entry is not "
+                                    "used") +
+                        (fork_trace ? "; the model config has 'max_tokens', the ALiBi fork's trace"
+                                    : "; the model config has no 'max_tokens' (the ALiBi fork's trace): check that "
+                                      "this is an ALiBi-fork checkpoint"));
   } else if (!options.pos.empty()) {
     fail_usage("--pos '" + options.pos + "': import takes only --pos alibi", "omit --pos to keep the stored positions");
   } else if (fork_trace) {
@@ -223,13 +291,80 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
         "this is an ALiBi-fork checkpoint, import it with --pos alibi");
   }
 
-  Tensor emb = take("decoder.embed_tokens.weight");  // [V, C]
-  if (emb.rank() != 2 || emb.dim(1) != C)
-    fail_input(path, "decoder.embed_tokens.weight is " + emb.shape().str() + ", expected [V, " + std::to_string(C) + "]", kHint);
-  c.vocab_size = emb.dim(0);
+  // Adaptive input / softmax (kTransformerLmAdaptive): the band layout from the config, V from the tensors.
+  if (adaptive) {
+    c.adaptive_input = flag(m, "adaptive_input", false);
+    c.adaptive_input_factor = static_cast<float>(num(m, "adaptive_input_factor", 4.0));
+    c.adaptive_input_cutoff = cutoff_text(path, m, "adaptive_input_cutoff");
+    c.adaptive_softmax_cutoff = cutoff_text(path, m, "adaptive_softmax_cutoff");
+    c.adaptive_softmax_dropout = static_cast<float>(num(m, "adaptive_softmax_dropout", 0.0));
+    c.adaptive_softmax_factor = static_cast<float>(num(m, "adaptive_softmax_factor", 4.0));
+    c.tie_adaptive_weights = flag(m, "tie_adaptive_weights", false);
+    c.tie_adaptive_proj = flag(m, "tie_adaptive_proj", false);
+    if (c.adaptive_input && c.adaptive_input_cutoff.empty())
+      fail_input(path, "model config has adaptive_input but no adaptive_input_cutoff", kHint);
+    if (c.has_adaptive_softmax() && c.share_decoder_input_output_embed) {
+      out.notes.push_back("share_decoder_input_output_embed has no effect with an adaptive softmax (as in fairseq)");
+      c.share_decoder_input_output_embed = false;
+    }
+    if (!c.tie_adaptive_weights) c.tie_adaptive_proj = false;  // fairseq reads it only with tied weights
+    // fairseq's criterion (cfg.criterion._name / args.criterion): adaptive_loss trains differently.
+    const Value* crit = cfg && cfg->kind == Kind::Dict ? cfg->get("criterion") : nullptr;
+    const nlohmann::json cj = crit ? to_json(*crit) : namespace_config ? m : nlohmann::json::object();
+    const std::string cname = cj.contains("_name") && cj["_name"].is_string()       ? cj["_name"].get<std::string>()
+                              : cj.contains("criterion") && cj["criterion"].is_string() ? cj["criterion"].get<std::string>()
+                                                                                    : "";
+    if (cname == "adaptive_loss" && c.has_adaptive_softmax()) c.criterion = Criterion::AdaptiveLoss;
+  }
   c.padding_idx = 1;  // fairseq's Dictionary: <s> <pad> </s> <unk>
   NamedTensors& t = out.tensors;
-  t.emplace_back("decoder.embed_tokens.weight", emb);
+  Tensor emb;  // [V, C] (no adaptive input)
+  std::vector<std::pair<Tensor, Tensor>> bands_in;  // adaptive input: per band the table [size_i, d_i], projection [C, d_i]
+  if (c.adaptive_input) {
+    const std::vector<int64_t> cut = c.input_cutoffs();
+    int64_t start = 0;
+    for (size_t i = 0; i <= cut.size(); ++i) {
+      const std::string p = "decoder.embed_tokens.embeddings." + std::to_string(i) + ".";
+      if (i == cut.size() && !has(p + "0.weight")) break;  // the last cutoff was V
+      Tensor table = take(p + "0.weight"), proj = take(p + "1.weight");
+      const int64_t d = nn::VocabBands::dim(in_dim, c.adaptive_input_factor, static_cast<int64_t>(i));
+      const int64_t size = i < cut.size() ? cut[i] - start : table.dim(0);
+      if (table.rank() != 2 || table.dim(0) != size || table.dim(1) != d)
+        fail_input(path, p + "0.weight is " + table.shape().str() + ", expected [" + std::to_string(size) + ", " +
+                             std::to_string(d) + "] (adaptive_input_cutoff " + c.adaptive_input_cutoff +
+                             ", factor " + std::to_string(c.adaptive_input_factor) + ")", kHint);
+      if (proj.shape() != Shape{C, d})
+        fail_input(path, p + "1.weight is " + proj.shape().str() + ", expected [" + std::to_string(C) + ", " +
+                             std::to_string(d) + "]", kHint);
+      start += size;
+      t.emplace_back(p + "0.weight", table);
+      t.emplace_back(p + "1.weight", proj);
+      bands_in.emplace_back(table, proj);
+    }
+    c.vocab_size = start;
+    sd.used.insert("decoder.embed_tokens._float_tensor");
+  } else {
+    emb = take("decoder.embed_tokens.weight");  // [V, input]
+    if (emb.rank() != 2 || emb.dim(1) != in_dim)
+      fail_input(path, "decoder.embed_tokens.weight is " + emb.shape().str() + ", expected [V, " + std::to_string(in_dim) +
+                           "] (decoder_input_dim)", kHint);
+    c.vocab_size = emb.dim(0);
+    t.emplace_back("decoder.embed_tokens.weight", emb);
+  }
+  auto projection = [&](const std::string& name, int64_t rows, int64_t cols) {  // project_in_dim / project_out_dim
+    Tensor w = take(name);
+    if (w.shape() != Shape{rows, cols})
+      fail_input(path, name + " is " + w.shape().str() + ", expected [" + std::to_string(rows) + ", " +
+                           std::to_string(cols) + "]", kHint);
+    t.emplace_back(name, w);
+  };
+  try {  // the dims against each other (a tied table needs input = output; tied adaptive weights need both = C),
+         // the cutoffs against V, the tied bands against each other
+    c.validate();
+  } catch (const Error& e) {
+    fail_input(path, std::string("its config does not describe a model fairseq can build: ") + e.what(), kHint);
+  }
+  if (c.has_project_in()) projection("decoder.project_in_dim.weight", C, in_dim);  // [C, input]
   sd.used.insert("decoder.version");
   if (c.pos == PosMethod::Learned) {
     Tensor pos = take("decoder.embed_positions.weight");  // [P + pad + 1, C]
@@ -254,7 +389,56 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
     t.emplace_back("decoder.layer_norm.weight", take("decoder.layer_norm.weight"));
     t.emplace_back("decoder.layer_norm.bias", take("decoder.layer_norm.bias"));
   }
-  if (c.share_decoder_input_output_embed) {
+  const int64_t D = c.output_dim();  // what the output head reads
+  if (c.has_project_out()) projection("decoder.project_out_dim.weight", D, C);  // [output, C]
+  // A tied tensor is saved twice (one storage): the copy must equal the original; stretch keeps one.
+  auto same_as = [&](const std::string& name, const Tensor& original, const std::string& original_name) {
+    Tensor o = take(name);
+    if (o.shape() != original.shape() || !std::equal(o.f32(), o.f32() + o.numel(), original.f32()))
+      fail_input(path, name + " should be " + original_name + " (tied) but differs from it", kHint);
+  };
+  if (c.has_adaptive_softmax()) {
+    const std::string a = "decoder.adaptive_softmax.";
+    const nn::VocabBands b = nn::VocabBands::make(c.softmax_cutoffs(), c.vocab_size);  // V from the input side
+    const int64_t k = b.count();
+    auto expect = [&](const std::string& name, const Tensor& x, Shape want) {
+      if (x.shape() != want) fail_input(path, name + " is " + x.shape().str() + ", expected " + want.str(), kHint);
+    };
+    if (c.tie_adaptive_weights) {
+      Tensor cls = take(a + "head.class_proj.weight");
+      expect(a + "head.class_proj.weight", cls, Shape{k - 1, D});
+      t.emplace_back(a + "head.class_proj.weight", cls);
+      if (has(a + "head.word_proj.weight"))
+        same_as(a + "head.word_proj.weight", bands_in[0].first, "decoder.embed_tokens.embeddings.0.0.weight");
+      sd.used.insert(a + "head._float_tensor");
+    } else {
+      Tensor head = take(a + "head.weight");
+      expect(a + "head.weight", head, Shape{b.size(0) + k - 1, D});
+      t.emplace_back(a + "head.weight", head);
+    }
+    for (int64_t i = 1; i < k; ++i) {
+      const std::string p = a + "tail." + std::to_string(i - 1) + ".";
+      const std::string in = "decoder.embed_tokens.embeddings." + std::to_string(i) + ".";
+      const auto band = static_cast<size_t>(i);
+      if (c.tie_adaptive_weights && c.tie_adaptive_proj) {
+        if (has(p + "0.weight")) same_as(p + "0.weight", bands_in[band].second, in + "1.weight");
+      } else {
+        const int64_t d = c.tie_adaptive_weights ? bands_in[band].first.dim(1)
+                                                 : nn::VocabBands::dim(D, c.adaptive_softmax_factor, i);
+        Tensor proj = take(p + "0.weight");
+        expect(p + "0.weight", proj, Shape{d, D});
+        t.emplace_back(p + "0.weight", proj);
+      }
+      if (c.tie_adaptive_weights) {
+        if (has(p + "2.weight")) same_as(p + "2.weight", bands_in[band].first, in + "0.weight");
+      } else {
+        Tensor o = take(p + "2.weight");
+        expect(p + "2.weight", o, Shape{b.size(i), nn::VocabBands::dim(D, c.adaptive_softmax_factor, i)});
+        t.emplace_back(p + "2.weight", o);
+      }
+    }
+    sd.used.insert(a + "version");
+  } else if (c.share_decoder_input_output_embed) {
     // Saved twice (one storage): the copy must be the embedding, and stretch keeps one tensor.
     if (has("decoder.output_projection.weight")) {
       Tensor o = take("decoder.output_projection.weight");
@@ -263,9 +447,10 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
                          "decoder.embed_tokens.weight", kHint);
     }
   } else {
-    Tensor o = take("decoder.output_projection.weight");
-    if (o.shape() != emb.shape())
-      fail_input(path, "decoder.output_projection.weight is " + o.shape().str() + ", expected " + emb.shape().str(), kHint);
+    Tensor o = take("decoder.output_projection.weight");  // [V, output]
+    if (o.shape() != Shape{c.vocab_size, D})
+      fail_input(path, "decoder.output_projection.weight is " + o.shape().str() + ", expected [" +
+                           std::to_string(c.vocab_size) + ", " + std::to_string(D) + "]", kHint);
     t.emplace_back("decoder.output_projection.weight", o);
   }
   for (const auto& [name, v] : sd.tensors)
@@ -284,7 +469,14 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
   out.notes.insert(out.notes.begin(), "fairseq " + out.fairseq_arch + " (" + file.container + " container), " +
                                           std::to_string(params) + " parameters, pos " + pos_method_name(c.pos) +
                                           (c.decoder_normalize_before ? ", pre-norm" : ", post-norm") +
-                                          (c.share_decoder_input_output_embed ? ", tied output" : ", untied output"));
+                                          (c.adaptive_input ? ", adaptive input " + c.adaptive_input_cutoff : "") +
+                                          (c.has_adaptive_softmax()
+                                               ? ", adaptive softmax " + c.adaptive_softmax_cutoff +
+                                                     (c.tie_adaptive_weights ? " (tied weights" : " (untied") +
+                                                     (c.tie_adaptive_proj ? ", tied projections)" : ")") +
+                                                     ", criterion " + criterion_name(c.criterion)
+                                           : c.share_decoder_input_output_embed ? ", tied output"
+                                                                                : ", untied output"));
   return out;
 }
 

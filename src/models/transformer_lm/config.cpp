@@ -117,6 +117,10 @@ const std::vector<Field<TransformerLMConfig>>& TransformerLMConfig::fields() {
       number(&C::vocab_size, {.key = "vocab_size", .help = "from dict.txt"}),
       number(&C::decoder_layers, {.key = "decoder_layers", .flag = "--decoder-layers", .help = "blocks L"}),
       number(&C::decoder_embed_dim, {.key = "decoder_embed_dim", .flag = "--decoder-embed-dim", .help = "model dim C"}),
+      number(&C::decoder_input_dim, {.key = "decoder_input_dim", .flag = "--decoder-input-dim",
+                                     .help = "token embedding dim (0: C; else projected to C by project_in_dim)"}),
+      number(&C::decoder_output_dim, {.key = "decoder_output_dim", .flag = "--decoder-output-dim",
+                                      .help = "output head input dim (0: C; else project_out_dim C -> it)"}),
       number(&C::decoder_ffn_embed_dim,
              {.key = "decoder_ffn_embed_dim", .flag = "--decoder-ffn-embed-dim", .help = "FFN inner dim"}),
       number(&C::decoder_attention_heads,
@@ -245,6 +249,15 @@ void TransformerLMConfig::validate() const {
   at_least(decoder_ffn_embed_dim, 1, "--decoder-ffn-embed-dim", "decoder_ffn_embed_dim", "the feed-forward width F");
   at_least(decoder_attention_heads, 1, "--decoder-attention-heads", "decoder_attention_heads",
            "the number of heads H; C must be a multiple of it");
+  at_least(decoder_input_dim, 0, "--decoder-input-dim", "decoder_input_dim", "0 means decoder_embed_dim");
+  at_least(decoder_output_dim, 0, "--decoder-output-dim", "decoder_output_dim", "0 means decoder_embed_dim");
+  if (share_decoder_input_output_embed && !adaptive_input && input_dim() != output_dim())
+    fail_usage("--share-decoder-input-output-embed: --decoder-input-dim " + std::to_string(input_dim()) +
+                   " and --decoder-output-dim " + std::to_string(output_dim()) + " differ (the tied table is [V, input])",
+               "give both the same value, or drop --share-decoder-input-output-embed");
+  if (tie_adaptive_weights && (input_dim() != decoder_embed_dim || output_dim() != decoder_embed_dim))
+    fail_usage("--tie-adaptive-weights needs --decoder-input-dim = --decoder-output-dim = --decoder-embed-dim",
+               "fairseq builds no project_out_dim with tied adaptive weights, so the head would not fit");
   if (decoder_embed_dim % decoder_attention_heads != 0)
     fail_usage("--decoder-embed-dim " + std::to_string(decoder_embed_dim) + " is not divisible by --decoder-attention-heads " +
                std::to_string(decoder_attention_heads));
@@ -268,7 +281,7 @@ void TransformerLMConfig::validate() const {
     if (!(probs[i] >= 0.f && probs[i] < 1.f))  // NaN fails both comparisons
       bad(dropout_names[i].first, dropout_names[i].second, text(probs[i]), "must be a probability in [0, 1)");
   // Adaptive input / softmax (fairseq's asserts in TransformerLanguageModel.build_model, as usage errors).
-  auto check_bands = [&](const std::string& text, float factor, const char* cut_flag, const char* cut_key,
+  auto check_bands = [&](const std::string& text, float factor, int64_t dim, const char* cut_flag, const char* cut_key,
                          const char* factor_flag, const char* factor_key) {
     const std::vector<int64_t> cut = parse_cutoffs(text, cut_flag, cut_key);
     for (size_t i = 0; i < cut.size(); ++i) {
@@ -284,24 +297,24 @@ void TransformerLMConfig::validate() const {
     const size_t bands = cut.size() + (cut.back() < vocab_size ? 1 : 0);
     if (bands > 16) bad(cut_flag, cut_key, "'" + text + "'", "at most 16 bands (15 cutoffs) are supported");
     if (!(factor > 0.f) || !std::isfinite(factor)) bad(factor_flag, factor_key, text_of(factor), "must be a finite number > 0");
-    const double last_dim = std::floor(static_cast<double>(decoder_embed_dim) / std::pow(factor, static_cast<double>(bands - 1)));
+    const double last_dim = std::floor(static_cast<double>(dim) / std::pow(factor, static_cast<double>(bands - 1)));
     if (last_dim < 1)
       bad(factor_flag, factor_key, text_of(factor),
-          "the last band's dimension C / factor^" + std::to_string(bands - 1) + " is below 1; use a smaller factor or fewer bands");
+          "the last band's dimension " + std::to_string(dim) + " / factor^" + std::to_string(bands - 1) + " is below 1; use a smaller factor or fewer bands");
     return cut;
   };
   if (adaptive_input) {
     if (adaptive_input_cutoff.empty())
       fail_usage("--adaptive-input needs --adaptive-input-cutoff (model config key 'adaptive_input_cutoff')",
                  "e.g. --adaptive-input-cutoff 20000,60000");
-    check_bands(adaptive_input_cutoff, adaptive_input_factor, "--adaptive-input-cutoff", "adaptive_input_cutoff",
+    check_bands(adaptive_input_cutoff, adaptive_input_factor, input_dim(), "--adaptive-input-cutoff", "adaptive_input_cutoff",
                 "--adaptive-input-factor", "adaptive_input_factor");
     if (share_decoder_input_output_embed && !has_adaptive_softmax())
       fail_usage("--share-decoder-input-output-embed cannot tie an adaptive input to a full softmax",
                  "use --adaptive-softmax-cutoff with --tie-adaptive-weights");
   }
   if (has_adaptive_softmax()) {
-    check_bands(adaptive_softmax_cutoff, adaptive_softmax_factor, "--adaptive-softmax-cutoff", "adaptive_softmax_cutoff",
+    check_bands(adaptive_softmax_cutoff, adaptive_softmax_factor, output_dim(), "--adaptive-softmax-cutoff", "adaptive_softmax_cutoff",
                 "--adaptive-softmax-factor", "adaptive_softmax_factor");
     if (!(adaptive_softmax_dropout >= 0.f && adaptive_softmax_dropout < 1.f))
       bad("--adaptive-softmax-dropout", "adaptive_softmax_dropout", text_of(adaptive_softmax_dropout),

@@ -39,6 +39,12 @@ struct TransformerLMConfig {
   int64_t decoder_embed_dim = 512;         // C
   int64_t decoder_ffn_embed_dim = 2048;    // F
   int64_t decoder_attention_heads = 8;     // H
+  // fairseq's decoder_input_dim / decoder_output_dim (0: = C). Input ≠ C: the token embedding is
+  // [V, input] followed by decoder.project_in_dim [C, input] (with adaptive input: the bands' d_0
+  // instead, no projection); output ≠ C: decoder.project_out_dim [output, C] after the final norm
+  // and the output head reads [.., output] (fairseq skips project_out_dim with tied adaptive weights).
+  int64_t decoder_input_dim = 0;
+  int64_t decoder_output_dim = 0;
   bool decoder_normalize_before = true;    // pre-norm (fairseq's base_lm forces it)
   bool no_decoder_final_norm = false;      // final LayerNorm after the last pre-norm block
   bool share_decoder_input_output_embed = false;
@@ -88,6 +94,10 @@ struct TransformerLMConfig {
   bool rope_anywhere() const { return pos == PosMethod::Rope || pos_upper == UpperPos::Rope; }
   bool t5_anywhere() const { return pos == PosMethod::T5 || pos_upper == UpperPos::T5; }
   int64_t head_dim() const { return decoder_embed_dim / decoder_attention_heads; }
+  int64_t input_dim() const { return decoder_input_dim > 0 ? decoder_input_dim : decoder_embed_dim; }
+  int64_t output_dim() const { return decoder_output_dim > 0 ? decoder_output_dim : decoder_embed_dim; }
+  bool has_project_in() const { return !adaptive_input && input_dim() != decoder_embed_dim; }
+  bool has_project_out() const { return output_dim() != decoder_embed_dim; }
   bool has_final_norm() const { return decoder_normalize_before && !no_decoder_final_norm; }
   bool has_adaptive_softmax() const { return !adaptive_softmax_cutoff.empty(); }
   // The parsed cutoffs (validate() has checked them).

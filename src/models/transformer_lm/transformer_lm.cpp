@@ -65,23 +65,28 @@ void KvCache::keep_last(int64_t memory) {
 
 TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(config)) {
   config_.validate();
+  // One spelling of "no projection" (0), so that --decoder-input-dim C and a file without the key
+  // describe the same architecture (config_json() is what resume and fine-tune compare).
+  if (config_.decoder_input_dim == config_.decoder_embed_dim) config_.decoder_input_dim = 0;
+  if (config_.decoder_output_dim == config_.decoder_embed_dim) config_.decoder_output_dim = 0;
   const auto& c = config_;
   // The adaptive softmax's masks use the layer slot after the last block.
   if (static_cast<uint64_t>(c.decoder_layers + (c.has_adaptive_softmax() ? 1 : 0)) >= kMaxLayerSlots)
     fail_usage("--decoder-layers " + std::to_string(c.decoder_layers) + ": at most " +
                    std::to_string(kMaxLayerSlots - 1) + " layers have distinct dropout masks",
                "use fewer layers");
-  const int64_t C = c.decoder_embed_dim, V = c.vocab_size;
+  const int64_t C = c.decoder_embed_dim, V = c.vocab_size, in = c.input_dim(), out = c.output_dim();
   if (c.adaptive_input)
     adaptive_input_ = nn::AdaptiveInput(params_, "decoder.embed_tokens.",
                                         {.vocab_size = V,
                                          .padding_idx = c.padding_idx,
-                                         .initial_dim = C,
+                                         .initial_dim = in,
                                          .factor = c.adaptive_input_factor,
                                          .output_dim = C,
                                          .cutoff = c.input_cutoffs()});
   else
-    embed_tokens_ = nn::Embedding::make(params_, "decoder.embed_tokens.weight", V, C);
+    embed_tokens_ = nn::Embedding::make(params_, "decoder.embed_tokens.weight", V, in);  // [V, input]
+  if (c.has_project_in()) project_in_ = nn::Linear::make(params_, "decoder.project_in_dim.", in, C, nn::Bias::Without);
   if (c.pos == PosMethod::Learned)
     embed_positions_ =
         nn::Embedding::make(params_, "decoder.embed_positions.weight", c.max_target_positions + c.padding_idx + 1, C);
@@ -118,11 +123,12 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
     layers_.emplace_back(params_, "decoder.layers." + std::to_string(l) + ".", block,
                          positions_[l] ? positions_[l].get() : upper);
   if (c.has_final_norm()) final_norm_ = nn::LayerNorm::make(params_, "decoder.layer_norm.", C);
+  if (c.has_project_out()) project_out_ = nn::Linear::make(params_, "decoder.project_out_dim.", C, out, nn::Bias::Without);
   if (c.has_adaptive_softmax()) {
     auto head = std::make_unique<nn::AdaptiveSoftmax>(
         params_, "decoder.adaptive_softmax.",
         nn::AdaptiveSoftmaxConfig{.vocab_size = V,
-                                  .input_dim = C,
+                                  .input_dim = out,
                                   .cutoff = c.softmax_cutoffs(),
                                   .dropout = c.adaptive_softmax_dropout,
                                   .factor = c.adaptive_softmax_factor,
@@ -135,7 +141,7 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
   } else {
     output_projection_ = c.share_decoder_input_output_embed
                              ? nn::Linear::tied(embed_tokens_.weight)
-                             : nn::Linear::make(params_, "decoder.output_projection.", C, V, nn::Bias::Without);
+                             : nn::Linear::make(params_, "decoder.output_projection.", out, V, nn::Bias::Without);
     auto head = std::make_unique<nn::SoftmaxHead>(output_projection_.weight);
     softmax_ = head.get();
     head_ = std::move(head);
@@ -147,32 +153,37 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
 
 ModelInfo TransformerLM::info() const {
   const auto& c = config_;
+  std::string summary = c.arch + " pos=" + pos_method_name(c.pos);
+  if (c.input_dim() != c.decoder_embed_dim) summary += " input-dim=" + std::to_string(c.input_dim());
+  if (c.has_project_out()) summary += " output-dim=" + std::to_string(c.output_dim());
+  if (c.adaptive_input) summary += " adaptive-input=" + c.adaptive_input_cutoff;
+  if (c.has_adaptive_softmax()) {
+    summary += " adaptive-softmax=" + c.adaptive_softmax_cutoff;
+    if (c.tie_adaptive_weights) summary += c.tie_adaptive_proj ? " tied+proj" : " tied";
+  }
+  const std::string variants = alibi_variant_summary(c);
+  if (!variants.empty()) summary += " " + variants;
   return {.arch = c.arch,
           .family = "transformer_lm",
           .vocab_size = c.vocab_size,
           .padding_idx = c.padding_idx,
           .tokens_per_sample = c.tokens_per_sample,
           .label = pos_method_name(c.pos),
-          .summary = c.arch + " pos=" + pos_method_name(c.pos) +
-                     (c.adaptive_input ? " adaptive-input=" + c.adaptive_input_cutoff : std::string()) +
-                     (c.has_adaptive_softmax() ? " adaptive-softmax=" + c.adaptive_softmax_cutoff +
-                                                     (c.tie_adaptive_weights ? " tied" : "") +
-                                                     (c.tie_adaptive_weights && c.tie_adaptive_proj ? "+proj" : "")
-                                               : std::string()) +
-                     (alibi_variant_summary(c).empty() ? "" : " " + alibi_variant_summary(c))};
+          .summary = summary};
 }
 
 void TransformerLM::init(uint64_t seed) {
   const auto& c = config_;
-  const int64_t C = c.decoder_embed_dim;
+  const int64_t C = c.decoder_embed_dim, in = c.input_dim();
   Rng rng(seed, /*stream=*/0x1417);
   const float emb_std = 1.0f / std::sqrt(static_cast<float>(C));
   if (c.adaptive_input) {
     adaptive_input_.init(rng);
-  } else {
-    nn::init_normal(embed_tokens_.weight, 0.f, emb_std, rng);  // fairseq Embedding: N(0, C^-1/2), pad row 0
-    std::fill_n(embed_tokens_.weight.data() + c.padding_idx * C, C, 0.f);
+  } else {  // fairseq Embedding: N(0, input^-1/2), pad row 0
+    nn::init_normal(embed_tokens_.weight, 0.f, 1.0f / std::sqrt(static_cast<float>(in)), rng);
+    std::fill_n(embed_tokens_.weight.data() + c.padding_idx * in, in, 0.f);
   }
+  if (project_in_.weight.defined()) nn::init_xavier_uniform(project_in_.weight, 1.0f, rng);  // fairseq's Linear()
   if (embed_positions_.weight.defined()) {  // LearnedPositionalEmbedding: same init, pad row 0
     nn::init_normal(embed_positions_.weight, 0.f, emb_std, rng);
     std::fill_n(embed_positions_.weight.data() + c.padding_idx * C, C, 0.f);
@@ -194,8 +205,10 @@ void TransformerLM::init(uint64_t seed) {
     L.final_layer_norm.init();
   }
   if (final_norm_.defined()) final_norm_.init();
+  if (project_out_.weight.defined()) nn::init_xavier_uniform(project_out_.weight, 1.0f, rng);
   if (adaptive_) adaptive_->init(rng);
-  else if (!c.share_decoder_input_output_embed) nn::init_normal(output_projection_.weight, 0.f, emb_std, rng);
+  else if (!c.share_decoder_input_output_embed)  // N(0, output^-1/2)
+    nn::init_normal(output_projection_.weight, 0.f, 1.0f / std::sqrt(static_cast<float>(c.output_dim())), rng);
   if (t5_table_.defined()) nn::init_normal(t5_table_, 0.f, emb_std, rng);
   // Learnable slopes start from the variant's slopes (no random draw: the other parameters keep
   // the values plain ALiBi gives them for the same seed).
@@ -278,7 +291,8 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
   std::vector<Tensor> layer_inputs;  // [L] of [B, T, C]: the memory's next rows
   const float embed_scale = c.no_scale_embedding ? 1.0f : std::sqrt(static_cast<float>(c.decoder_embed_dim));
   if (adaptive_) adaptive_->set_dropout_stream(opt.seed, dropout_stream(opt, c.decoder_layers, 0));
-  Var x = c.adaptive_input ? adaptive_input_(src, embed_scale) : embed_tokens_(src, embed_scale);
+  Var x = c.adaptive_input ? adaptive_input_(src, embed_scale) : embed_tokens_(src, embed_scale);  // [B, T, input]
+  if (project_in_.weight.defined()) x = project_in_(x);                                             // [B, T, C]
   x = add_positions(x, src, pos_offset);
   x = dropout(x, {.p = train ? c.dropout : 0.f, .seed = opt.seed, .stream = dropout_stream(opt, -1, 0)});
   const int64_t T = src.dim(1);
@@ -302,6 +316,7 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
                        .queries = l + 1 == layers_.size() ? last_queries : T});
   }
   if (final_norm_.defined()) x = final_norm_(x);
+  if (project_out_.weight.defined()) x = project_out_(x);  // [B, T, output]
   if (cache) cache->length += src.dim(1);
   if (memory) memory->update(layer_inputs, segment_padding, B, T);
   return x;
@@ -310,17 +325,20 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
 int64_t TransformerLM::parameter_count(const TransformerLMConfig& c) {
   c.validate();
   const int64_t C = c.decoder_embed_dim, V = c.vocab_size, F = c.decoder_ffn_embed_dim;
+  const int64_t in = c.input_dim(), out = c.output_dim();
   int64_t n = 0;
   auto bands_of = [&](const std::vector<int64_t>& cut) { return nn::VocabBands::make(cut, V); };
   if (c.adaptive_input) {
     const nn::VocabBands b = bands_of(c.input_cutoffs());
     for (int64_t i = 0; i < b.count(); ++i) {
-      const int64_t d = nn::VocabBands::dim(C, c.adaptive_input_factor, i);
+      const int64_t d = nn::VocabBands::dim(in, c.adaptive_input_factor, i);
       n += b.size(i) * d + C * d;  // table + projection
     }
   } else {
-    n += V * C;
+    n += V * in;
   }
+  if (c.has_project_in()) n += in * C;
+  if (c.has_project_out()) n += C * out;
   if (c.pos == PosMethod::Learned) n += (c.max_target_positions + c.padding_idx + 1) * C;
   if (c.pos == PosMethod::T5) n += c.t5_num_buckets * c.decoder_attention_heads;
   // per block: q, k, v, out (weights + biases), two LayerNorms, fc1, fc2
@@ -329,15 +347,15 @@ int64_t TransformerLM::parameter_count(const TransformerLMConfig& c) {
   if (c.has_adaptive_softmax()) {
     const nn::VocabBands b = bands_of(c.softmax_cutoffs());
     const int64_t k = b.count();
-    n += c.tie_adaptive_weights ? (k - 1) * C : (b.size(0) + k - 1) * C;
+    n += c.tie_adaptive_weights ? (k - 1) * out : (b.size(0) + k - 1) * out;
     for (int64_t i = 1; i < k; ++i) {
-      const int64_t d = c.tie_adaptive_weights ? nn::VocabBands::dim(C, c.adaptive_input_factor, i)
-                                               : nn::VocabBands::dim(C, c.adaptive_softmax_factor, i);
-      if (!(c.tie_adaptive_weights && c.tie_adaptive_proj)) n += d * C;
+      const int64_t d = c.tie_adaptive_weights ? nn::VocabBands::dim(in, c.adaptive_input_factor, i)
+                                               : nn::VocabBands::dim(out, c.adaptive_softmax_factor, i);
+      if (!(c.tie_adaptive_weights && c.tie_adaptive_proj)) n += d * out;
       if (!c.tie_adaptive_weights) n += b.size(i) * d;
     }
   } else if (!c.share_decoder_input_output_embed) {
-    n += V * C;
+    n += V * out;
   }
   return n;
 }

@@ -80,6 +80,7 @@ class TransformerLM final : public LanguageModel {
   std::vector<Var> alibi_slopes_;                   // [H] per ALiBi layer: learnable slopes (else empty)
   std::vector<nn::DecoderBlock> layers_;
   nn::LayerNorm final_norm_;
+  nn::Linear project_in_, project_out_;  // decoder.project_in_dim / project_out_dim (input / output dim ≠ C)
   nn::Linear output_projection_;
   std::unique_ptr<nn::OutputHead> head_;
   nn::SoftmaxHead* softmax_ = nullptr;       // head_ when it is the full softmax
