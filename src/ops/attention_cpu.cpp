@@ -456,19 +456,15 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
       tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * ldk, ldk,
                                                  dQ + i0 * ldq, ldq);
       if (rs.on) {  // the band of scale·dS against R: dQ += G·R_band, dR_band += Gᵀ(Q + w), dw via Σ_r G
-        const int nb = mq + kBk - 1;
         const int64_t c0 = kRelPad + dist_lo;
-        tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nb, w.gband, kBandLd,
-                                                   rs.rrow_head(h) + c0 * D, D, dQ + i0 * ldq, ldq);
-        if (dR != nullptr)
-          tile_gemm<Init::Accumulate, ALayout::Cols>(nb, static_cast<int>(D), mq, w.gband, kBandLd, Qr + i0 * ldqr,
-                                                     ldqr, dR + c0 * D, D);
+        attn::relkey_band_backward(rs, h, mq, kBk, w.gband, Qr + i0 * ldqr, ldqr, dist_lo, dQ + i0 * ldq, ldq,
+                                   dR != nullptr ? dR + c0 * D : nullptr);
         if (rs.learn_w)
-          for (int r = 0; r < mq; ++r) {
-            const float* gr = w.gband + r * kBandLd;
-            float* gd = w.gdist + c0;
+          for (int r = 0; r < mq; ++r) {  // row r's band entries r .. r + kBk − 1
+            const float* gr = w.gband + r * kBandLd + r;
+            float* gd = w.gdist + c0 + r;
 #pragma omp simd
-            for (int x = 0; x < nb; ++x) gd[x] += gr[x];
+            for (int x = 0; x < kBk; ++x) gd[x] += gr[x];
           }
       }
     }

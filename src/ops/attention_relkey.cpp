@@ -22,7 +22,7 @@ RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g) {
   }
   rs.hr = rk.share == RelKeyShare::Shared ? 1 : p.h;
   rs.d = p.d;
-  rs.ncols = kRelPad + p.s;
+  rs.ncols = kRelPad + p.s + kNr;
   const RelKeyStrides st = attention_relkey_strides(p);
   const bool backward = g != nullptr;
   rs.rt.assign(static_cast<size_t>(rs.hr * rs.d * rs.ncols), 0.f);

@@ -3,9 +3,10 @@
 // as a band GEMM, never as a [T, S] matrix and never through a materialised rel-shift.
 //
 // For query rows at positions p0 .. p0+mq−1 and keys j0 .. j0+kBk−1 the distances p − j form a band
-// of mq + kBk − 1 ≤ 127 values starting at dist_lo = p0 − j0 − (kBk − 1). One tile_gemm computes
+// of mq + kBk − 1 ≤ 127 values starting at dist_lo = p0 − j0 − (kBk − 1). tile_gemm computes
 //   band[r, x] = (q_r + w)·R[dist_lo + x]           [mq, mq + kBk − 1]
-// from a transposed copy of R laid out by distance, and row r's score for key jj reads
+// from a transposed copy of R laid out by distance, in row blocks of kRelSub rows that each
+// compute only the columns their rows use, and row r's score for key jj reads
 // band[r, r + kBk − 1 − jj] (a reversed contiguous run). The backward scatters scale·dS the same way
 // into a band G and gets dQ += G·R_band, dR_band += Gᵀ·(Q + w), dw += Σ_x colsum(G)_x R[x], and
 // du += Σ_j colsum(dS)_j k_j.
@@ -22,7 +23,7 @@
 namespace stretch::ops::attn {
 
 inline constexpr int kRelPad = 128;  // pack columns before distance 0 (a band reaches −126)
-inline constexpr int kBandLd = 128;  // row stride of band buffers (≥ kBq + kBk − 1)
+inline constexpr int kBandLd = 144;  // row stride of band buffers (≥ kBq + kBk − 1 + kNr − 1)
 
 struct RelKeySetup {
   bool on = false;
@@ -32,7 +33,7 @@ struct RelKeySetup {
   int64_t d = 0;                  // D
   const float* u = nullptr;       // [H, D] or null
   const float* w = nullptr;       // [H, D] or null
-  int64_t ncols = 0;              // kRelPad + S
+  int64_t ncols = 0;              // kRelPad + S + kNr (the last kNr: zero, read by padded bands)
   std::vector<float> rt;          // [hr, D, ncols] R transposed (forward band GEMM's B operand)
   std::vector<float> rrow;        // [hr, ncols, D] R by rows (backward: dQ += G·R_band); learn only
   const float* rt_head(int64_t h) const { return rt.data() + (hr == 1 ? 0 : h) * d * ncols; }
@@ -43,11 +44,41 @@ struct RelKeySetup {
 // Packs R for p (already checked); `backward` also builds rrow and records which gradients are asked.
 RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g);
 
-// band [mq, kBandLd] ← (Q + w)·R_bandᵀ for the tile whose band starts at distance dist_lo.
+// Row blocks of the band products: rows r0 .. r0+m−1 of a tile only meet band columns
+// r0 .. r0+m+kBk−2, so each block computes its own [m, m + kBk − 1] slice (two micro-kernel row
+// blocks tall): ~0.6 of the flops of one [64, 127] product, the same entries where they are used.
+inline constexpr int kRelSub = 2 * kMr;
+
+// band [mq, kBandLd] ← (Q + w)·R_bandᵀ for the tile whose band starts at distance dist_lo (row r's
+// entries r .. r + nk_full − 1 are written; the rest of the row is not).
 inline void relkey_band(const RelKeySetup& rs, int64_t h, int mq, int nk_full, const float* qr, int64_t ldqr,
                         int64_t dist_lo, float* band) {
-  tile_gemm<Init::Zero, ALayout::Rows>(mq, mq + nk_full - 1, static_cast<int>(rs.d), qr, ldqr,
-                                       rs.rt_head(h) + kRelPad + dist_lo, rs.ncols, band, kBandLd);
+  const float* rt = rs.rt_head(h) + kRelPad + dist_lo;
+  for (int r0 = 0; r0 < mq; r0 += kRelSub) {
+    const int m = mq - r0 < kRelSub ? mq - r0 : kRelSub;
+    // Whole micro-kernel column blocks: the tail kernel is several times slower per column.
+    const int nb = (m + nk_full - 1 + kNr - 1) / kNr * kNr;
+    tile_gemm<Init::Zero, ALayout::Rows>(m, nb, static_cast<int>(rs.d), qr + r0 * ldqr, ldqr, rt + r0, rs.ncols,
+                                         band + r0 * kBandLd + r0, kBandLd);
+  }
+}
+
+// Backward of the band for one tile from G [mq, kBandLd] (row r nonzero only in r .. r + nk_full − 1):
+// dQ [mq, D] (row stride ldq) += G·R_band; dR [.., D] (rows from the band's first distance) += Gᵀ·(Q + w).
+inline void relkey_band_backward(const RelKeySetup& rs, int64_t h, int mq, int nk_full, const float* g,
+                                 const float* qr, int64_t ldqr, int64_t dist_lo, float* dq, int64_t ldq, float* dr) {
+  const int64_t D = rs.d;
+  const float* rrow = rs.rrow_head(h) + (kRelPad + dist_lo) * D;
+  for (int r0 = 0; r0 < mq; r0 += kRelSub) {
+    const int m = mq - r0 < kRelSub ? mq - r0 : kRelSub;
+    const int nb = m + nk_full - 1;
+    const float* gb = g + r0 * kBandLd + r0;
+    tile_gemm<Init::Accumulate, ALayout::Rows>(m, static_cast<int>(D), nb, gb, kBandLd, rrow + r0 * D, D,
+                                               dq + r0 * ldq, ldq);
+    if (dr != nullptr)
+      tile_gemm<Init::Accumulate, ALayout::Cols>(nb, static_cast<int>(D), m, gb, kBandLd, qr + r0 * ldqr, ldqr,
+                                                 dr + r0 * D, D);
+  }
 }
 
 // s[jj] += band row r's entry for key jj (distance dist_lo + r + nk_full − 1 − jj).
