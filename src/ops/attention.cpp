@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "ops/attention.h"
+#include "ops/attention_span_mask.h"
 
 namespace stretch::ops {
 namespace {
@@ -47,7 +48,8 @@ void check_relkey(const AttentionParams& p) {
                "all three zero means packed [rows, H, D] (PerHead) or [rows, D] (Shared)");
   // The largest distance a visible key can have, and the row it reads.
   int64_t dmax = p.s - 1;
-  if (p.window > 0) dmax = std::min<int64_t>(dmax, p.window - 1);
+  const int64_t window = attn::span_effective_window(p);  // a renormalised span mask narrows it
+  if (window > 0) dmax = std::min<int64_t>(dmax, window - 1);
   if (dmax < p.min_distance) return;  // nothing is visible: no row is read
   const int64_t need = (rk.clamp > 0 ? std::min(dmax, rk.clamp) : dmax) - rk.dist0 + 1;
   if (rk.rows < need)
@@ -102,7 +104,6 @@ void attention_check(const AttentionParams& p) {
   if (p.min_distance < 0) fail_param("min_distance", "must be >= 0, got " + str(p.min_distance), "");
   if (p.min_distance > 0 && p.mask != AttentionMask::Causal)
     fail_param("min_distance", "needs AttentionMask::Causal", "Adaptive Span's distance >= 1 rule is causal");
-  check_relkey(p);
   if (p.span.z != nullptr) {
     if (p.mask != AttentionMask::Causal) fail_param("span", "needs AttentionMask::Causal", "");
     if (p.span.heads != 1 && p.span.heads != p.h)
@@ -116,6 +117,7 @@ void attention_check(const AttentionParams& p) {
         fail_param("span.z", "entry of head " + str(h) + " is not finite (" + str(p.span.z[h]) + ")",
                    "the span parameter diverged; check the learning rate");
   }
+  check_relkey(p);
   switch (p.bias) {
     case BiasPolicy::None:
       break;

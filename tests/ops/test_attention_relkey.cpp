@@ -302,6 +302,15 @@ TEST(RelKeyByHand, DistanceIndexesRows) {
   }
 }
 
+void expect_refused(const AttentionParams& p, const std::string& field) {
+  try {
+    attention_check(p);
+    ADD_FAILURE() << "accepted; expected an error naming " << field;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+  }
+}
+
 // REFERENCE.md §8, "adaptive-mask values at z = 0, R = 32": m(d) = clamp((R + z·L − (d − 1))/R, 0, 1)
 // = (32 − (d − 1))/32, so m(1) = 32/32 = 1, m(17) = 16/32 = 0.5, m(33) = 0/32 = 0 and 0 beyond. Seen
 // through the op: one query at position 39 of S = 40 keys, q = k = 0 (uniform P over the 39 visible
@@ -348,6 +357,14 @@ TEST(SpanMaskByHand, RenormalisedWindowFollowsTheLargestSpan) {
   EXPECT_GT(span_mask_value(p.span, 0.3, 9), 0.0);
   EXPECT_EQ(span_mask_value(p.span, 0.3, 10), 0.0);
   EXPECT_EQ(attn::span_effective_window(p), 10);
+  // R then needs rows only for distances 1..9: accepted here, refused once the mask stops narrowing.
+  const std::vector<float> pe(9 * 4, 0.5f);
+  p.relkey = RelKeyOptions{.r = pe.data(), .rows = 9, .dist0 = 1, .share = RelKeyShare::Shared};
+  attention_check(p);
+  p.span.mode = SpanMaskMode::AfterSoftmax;
+  expect_refused(p, "relkey.rows");
+  p.span.mode = SpanMaskMode::LogBeforeSoftmax;
+  p.relkey = RelKeyOptions{};
   p.window = 7;
   EXPECT_EQ(attn::span_effective_window(p), 7);
   p.span.mode = SpanMaskMode::AfterSoftmax;  // keys with m = 0 still count in the normaliser
@@ -357,15 +374,6 @@ TEST(SpanMaskByHand, RenormalisedWindowFollowsTheLargestSpan) {
 }
 
 // ---- refusals -----------------------------------------------------------------------------------
-
-void expect_refused(const AttentionParams& p, const std::string& field) {
-  try {
-    attention_check(p);
-    ADD_FAILURE() << "accepted; expected an error naming " << field;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-  }
-}
 
 TEST(RelKeyCheck, RefusesInconsistentOptions) {
   const RelProblem pb(RelCase{.name = "x", .h = 2, .t = 8, .s = 12});
