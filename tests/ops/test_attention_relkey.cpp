@@ -171,6 +171,70 @@ TEST_P(RelKeyCase, ThreadCountInvariant) {
   set_num_threads(saved);
 }
 
+// Transformer-XL's fused qkv_net over [mem ‖ segment]: q, k, v read in place from one
+// [B, S, 3·H·D] buffer (q = its last T rows), out written as [B, T, H·D]; the same bits as packed
+// operands (the kernel copies q + u, q + w and R per tile, so only addressing differs).
+TEST_P(RelKeyCase, FusedQkvLayoutMatchesPacked) {
+  const RelProblem pb(GetParam());
+  const AttentionParams p = pb.params();
+  const int64_t B = pb.c.b, H = pb.c.h, T = pb.c.t, S = pb.c.s, D = pb.c.d, W3 = 3 * H * D;
+  std::vector<float> qkv(B * S * W3, NAN), dqkv(qkv.size(), 0.f), dout2(B * T * H * D), out2(B * T * H * D);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t j = 0; j < S; ++j)
+        for (int64_t x = 0; x < D; ++x) {
+          const int64_t at = (b * S + j) * W3 + h * D + x;
+          qkv[at + H * D] = pb.k[((b * H + h) * S + j) * D + x];
+          qkv[at + 2 * H * D] = pb.v[((b * H + h) * S + j) * D + x];
+          if (j >= S - T) qkv[at] = pb.q[((b * H + h) * T + (j - (S - T))) * D + x];
+        }
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t x = 0; x < D; ++x)
+          dout2[(b * T + i) * H * D + h * D + x] = pb.dout[((b * H + h) * T + i) * D + x];
+    }
+  AttentionParams ps = p;
+  ps.layout.q = RowStrides{S * W3, D, W3};
+  ps.layout.kv = RowStrides{S * W3, D, W3};
+  ps.layout.out = RowStrides{T * H * D, D, H * D};
+  const float* q2 = qkv.data() + (S - T) * W3;
+  std::vector<float> lse2(pb.n_rows()), dr2(pb.rbuf.size(), 0.f), du2(pb.u.size(), 0.f), dw2(pb.w.size(), 0.f);
+  std::vector<float> dz2(std::max<size_t>(1, pb.z.size()), 0.f);
+  attention_forward(out2.data(), lse2.data(), q2, qkv.data() + H * D, qkv.data() + 2 * H * D, ps);
+  const AttentionGrads g2{.drel_r = dr2.data() + pb.off, .drel_u = du2.data(), .drel_w = dw2.data(),
+                          .dspan_z = pb.z.empty() ? nullptr : dz2.data()};
+  // dq lands in the q rows of dqkv, dk/dv in theirs, accumulated from zeros as below.
+  attention_backward(dqkv.data() + (S - T) * W3, dqkv.data() + H * D, dqkv.data() + 2 * H * D, g2, dout2.data(), q2,
+                     qkv.data() + H * D, qkv.data() + 2 * H * D, out2.data(), lse2.data(), ps);
+  // Packed, from zeros.
+  std::vector<float> out(pb.q.size()), lse(pb.n_rows()), dq(pb.q.size(), 0.f), dk(pb.k.size(), 0.f),
+      dv(pb.v.size(), 0.f), dr(pb.rbuf.size(), 0.f), du(pb.u.size(), 0.f), dw(pb.w.size(), 0.f), dz(dz2.size(), 0.f);
+  attention_forward(out.data(), lse.data(), pb.q.data(), pb.k.data(), pb.v.data(), p);
+  const AttentionGrads g{.drel_r = dr.data() + pb.off, .drel_u = du.data(), .drel_w = dw.data(),
+                         .dspan_z = pb.z.empty() ? nullptr : dz.data()};
+  attention_backward(dq.data(), dk.data(), dv.data(), g, pb.dout.data(), pb.q.data(), pb.k.data(), pb.v.data(),
+                     out.data(), lse.data(), p);
+  EXPECT_EQ(lse, lse2);
+  EXPECT_EQ(dr, dr2);
+  EXPECT_EQ(du, du2);
+  EXPECT_EQ(dw, dw2);
+  EXPECT_EQ(dz, dz2);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t x = 0; x < D; ++x) {
+          const int64_t packed = ((b * H + h) * T + i) * D + x;
+          ASSERT_EQ(out[packed], out2[(b * T + i) * H * D + h * D + x]) << "out b" << b << " h" << h << " i" << i;
+          ASSERT_EQ(dq[packed], dqkv[(b * S + S - T + i) * W3 + h * D + x]) << "dq b" << b << " h" << h << " i" << i;
+        }
+      for (int64_t j = 0; j < S; ++j)
+        for (int64_t x = 0; x < D; ++x) {
+          const int64_t packed = ((b * H + h) * S + j) * D + x, at = (b * S + j) * W3 + h * D + x;
+          ASSERT_EQ(dk[packed], dqkv[at + H * D]) << "dk b" << b << " h" << h << " j" << j;
+          ASSERT_EQ(dv[packed], dqkv[at + 2 * H * D]) << "dv b" << b << " h" << h << " j" << j;
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Registry, RelKeyCase, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<RelCase>& i) { return i.param.name; });
 
