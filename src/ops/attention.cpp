@@ -1,11 +1,13 @@
 // ops/attention.cpp — the attention op's parameter checks, its default scale and T5's bucket
 // function: shared by the reference and the CPU kernel (contract in ops/attention.h).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
 
 #include "core/error.h"
 #include "ops/attention.h"
+#include "ops/attention_span_mask.h"
 
 namespace stretch::ops {
 namespace {
@@ -21,7 +23,56 @@ std::string str(T v) {
   return os.str();
 }
 
+// The relative-key options (ops/attention.h RelKeyOptions).
+void check_relkey(const AttentionParams& p) {
+  const RelKeyOptions& rk = p.relkey;
+  if (rk.r == nullptr) {
+    if (rk.u != nullptr || rk.w != nullptr)
+      fail_param("relkey.u/relkey.w", "given without relkey.r", "the global biases belong to the relative-key term");
+    return;
+  }
+  if (p.mask != AttentionMask::Causal)
+    fail_param("relkey", "needs AttentionMask::Causal (distance = p_i - j)",
+               "Transformer-XL and Adaptive Span are causal; use T5 or AlibiSym for bidirectional attention");
+  if (rk.rows < 1) fail_param("relkey.rows", "must be >= 1, got " + str(rk.rows), "pass the number of rows of R");
+  if (rk.dist0 < 0 || rk.dist0 > p.min_distance)
+    fail_param("relkey.dist0", "(" + str(rk.dist0) + ") must be in [0, min_distance = " + str(p.min_distance) + "]",
+               "every visible distance needs a row of R; Adaptive Span sets min_distance = 1 with dist0 = 1");
+  if (rk.clamp < 0) fail_param("relkey.clamp", "must be >= 0 (0 = no clamp), got " + str(rk.clamp), "");
+  const bool packed = rk.row_stride == 0 && rk.head_stride == 0 && rk.elem_stride == 0;
+  if (!packed && (rk.elem_stride == 0 || rk.row_stride == 0 || (rk.share == RelKeyShare::PerHead && p.h > 1 &&
+                                                                 rk.head_stride == 0)))
+    fail_param("relkey strides", "need non-zero row and elem strides (and head stride for PerHead) (got row=" +
+                                     str(rk.row_stride) + " head=" + str(rk.head_stride) + " elem=" +
+                                     str(rk.elem_stride) + ")",
+               "all three zero means packed [rows, H, D] (PerHead) or [rows, D] (Shared)");
+  // The largest distance a visible key can have, and the row it reads.
+  int64_t dmax = p.s - 1;
+  const int64_t window = attn::span_effective_window(p);  // a renormalised span mask narrows it
+  if (window > 0) dmax = std::min<int64_t>(dmax, window - 1);
+  if (dmax < p.min_distance) return;  // nothing is visible: no row is read
+  const int64_t need = (rk.clamp > 0 ? std::min(dmax, rk.clamp) : dmax) - rk.dist0 + 1;
+  if (rk.rows < need)
+    fail_param("relkey.rows", "(" + str(rk.rows) + ") cover distances " + str(rk.dist0) + ".." +
+                                  str(rk.dist0 + rk.rows - 1) + " but distance " + str(rk.dist0 + need - 1) +
+                                  " is visible",
+               "pass R for every visible distance (S - 1, or window - 1), or set relkey.clamp");
+}
+
 }  // namespace
+
+RelKeyStrides attention_relkey_strides(const AttentionParams& p) {
+  const RelKeyOptions& rk = p.relkey;
+  if (rk.row_stride != 0 || rk.head_stride != 0 || rk.elem_stride != 0)
+    return {rk.row_stride, rk.share == RelKeyShare::Shared ? 0 : rk.head_stride, rk.elem_stride};
+  if (rk.share == RelKeyShare::Shared) return {p.d, 0, 1};
+  return {p.h * p.d, p.d, 1};
+}
+
+int64_t attention_relkey_row(const AttentionParams& p, int64_t dist) {
+  const int64_t d = p.relkey.clamp > 0 ? std::min(dist, p.relkey.clamp) : dist;
+  return d - p.relkey.dist0;
+}
 
 void attention_check(const AttentionParams& p) {
   if (p.b < 1 || p.h < 1 || p.t < 1 || p.d < 1)
@@ -50,6 +101,23 @@ void attention_check(const AttentionParams& p) {
                            " row=" + str(r.row) + ", D=" + str(p.d) + ")",
                  "all zero means packed [B, H, T, D]");
   }
+  if (p.min_distance < 0) fail_param("min_distance", "must be >= 0, got " + str(p.min_distance), "");
+  if (p.min_distance > 0 && p.mask != AttentionMask::Causal)
+    fail_param("min_distance", "needs AttentionMask::Causal", "Adaptive Span's distance >= 1 rule is causal");
+  if (p.span.z != nullptr) {
+    if (p.mask != AttentionMask::Causal) fail_param("span", "needs AttentionMask::Causal", "");
+    if (p.span.heads != 1 && p.span.heads != p.h)
+      fail_param("span.heads", "must be 1 or H = " + str(p.h) + ", got " + str(p.span.heads),
+                 "per-head spans use H, adapt_span_layer uses 1");
+    if (!(p.span.ramp > 0.f) || !std::isfinite(p.span.ramp))
+      fail_param("span.ramp", "must be finite and > 0, got " + str(p.span.ramp), "--adapt-span-ramp (32)");
+    if (p.span.max_span < 1) fail_param("span.max_span", "must be >= 1, got " + str(p.span.max_span), "--attn-span");
+    for (int64_t h = 0; h < p.span.heads; ++h)
+      if (!std::isfinite(p.span.z[h]))
+        fail_param("span.z", "entry of head " + str(h) + " is not finite (" + str(p.span.z[h]) + ")",
+                   "the span parameter diverged; check the learning rate");
+  }
+  check_relkey(p);
   switch (p.bias) {
     case BiasPolicy::None:
       break;
@@ -81,6 +149,18 @@ void attention_check(const AttentionParams& p) {
       break;
     }
   }
+}
+
+double span_mask_value(const SpanMaskOptions& o, double z, int64_t dist) {
+  const double x = (static_cast<double>(o.ramp) + z * static_cast<double>(o.max_span) -
+                    static_cast<double>(dist - 1)) / static_cast<double>(o.ramp);
+  return x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x;
+}
+
+double span_mask_dz(const SpanMaskOptions& o, double z, int64_t dist) {
+  const double x = (static_cast<double>(o.ramp) + z * static_cast<double>(o.max_span) -
+                    static_cast<double>(dist - 1)) / static_cast<double>(o.ramp);
+  return x > 0.0 && x < 1.0 ? static_cast<double>(o.max_span) / static_cast<double>(o.ramp) : 0.0;
 }
 
 float attention_scale(const AttentionParams& p) {

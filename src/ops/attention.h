@@ -9,7 +9,8 @@
 //       j ≤ p_i                      (AttentionMask::Causal; Bidirectional: every j)
 //     and dist(i, j) < W             (when window W > 0; dist = p_i − j causal, |p_i − j|
 //                                     bidirectional: a symmetric local window)
-//     and key_padding[b, j] == 0     (when key_padding is given).
+//     and key_padding[b, j] == 0     (when key_padding is given)
+//     and p_i − j ≥ min_distance     (causal; Adaptive Span: 1, the current token is never attended).
 //   score(h, i, j) = scale · q_i·k_j + bias_h(i, j), for visible keys only:
 //     BiasPolicy::None      0
 //     BiasPolicy::Alibi     −m'_h · f(p_i − j)    causal only (the paper's −m(i−j) form)
@@ -18,8 +19,21 @@
 //         Log f(x) = ln(1 + x), Clipped f(x) = min(x, cap).
 //     BiasPolicy::T5        table[t5_bucket(j − p_i), h] (t5_bucket below; T5's unidirectional
 //                           buckets when Causal, its bidirectional buckets when Bidirectional)
+//   Relative-key term (RelKeyOptions, causal only; relkey.r null = off), with dist = p_i − j:
+//     score(h, i, j) += scale · [u_h·k_j + (q_i + w_h)·R_h[row(dist)]],  row = min(dist, clamp) − dist0
+//   i.e. Transformer-XL's scale·[(q_i + u)·k_j + (q_i + v)·R[dist]] (§6.1: AC + BD after _rel_shift;
+//   u = r_w_bias, w = r_r_bias) and Adaptive Span's positional keys q_i·key_pe[dist] (§5.3: Shared,
+//   u = w = null, dist0 = 1). R is indexed by distance, never by key: Transformer-XL's r_net(pos_emb)
+//   has rows for positions klen−1 … 0, so its row j' is distance klen−1−j' — pass r = &R[klen−1],
+//   row_stride = −H·D (no copy); span's key_pe [D, L] (column ℓ = distance L − ℓ) is r = &pe[L−1],
+//   row_stride = −1, elem_stride = L, dist0 = 1. clamp > 0 is Transformer-XL's clamp_len (then R
+//   needs only rows up to clamp). same_length is window = mem_len (§6.2: visible distances
+//   0..mem_len−1, for every segment, warm-up included). Composes with every BiasPolicy.
+//   Soft span mask (SpanMaskOptions, causal only): after the softmax (P·m, no renormalisation) or as
+//   log m added to the score (renormalised); see SpanMaskOptions below.
 //   P_ij = softmax_j(score)       lse_i = log Σ_j exp(score_ij)  (natural log, no dropout)
-//   out_i = Σ_j P_ij · Z_ij · v_j,  Z_ij = keep(b,h,i,j) / (1 − p) with
+//   out_i = Σ_j P_ij · m_ij · Z_ij · v_j  (m_ij = m_h(dist) after the softmax, else 1),
+//       Z_ij = keep(b,h,i,j) / (1 − p) with
 //       keep = ops::dropout_keep(dropout, ((b·H + h)·T + i)·S + j)   (1 when dropout.p == 0)
 //   so the dropout mask depends only on (seed, stream, b, h, i, j): identical for any tiling,
 //   thread count, and in the reference.
@@ -28,13 +42,17 @@
 //
 // Gradients ACCUMULATE (+=) into dq, dk, dv and into the learnable bias parameters of
 // AttentionGrads (null pointer = not learnable, not computed): dslopes [H] is ∂L/∂slopes
-// (the raw slopes, before slope_scale), dt5_table [NB, H] is ∂L/∂table.
+// (the raw slopes, before slope_scale), dt5_table [NB, H] is ∂L/∂table, drel_r ∂L/∂R in R's own
+// layout (clamped distances summed onto row clamp; Shared: summed over heads), drel_u/drel_w [H, D],
+// dspan_z [span.heads] (∂m/∂z = L/R strictly inside the ramp, 0 at and beyond its ends).
+// The soft mask after the softmax keeps the backward's delta_i = dout_i·out_i: with dP_ij =
+// m_ij Z_ij dout_i·v_j, Σ_j P_ij dP_ij = dout_i·Σ_j P_ij m_ij Z_ij v_j = dout_i·out_i.
 // Backward needs the forward's out and lse; it recomputes the probabilities from lse.
 //
 // Policies are functions of (h, p_i − j) only; the fast kernel evaluates them inside its inner
-// loop (a template per policy, so None costs nothing). A later policy with its own learnable
-// per-head parameter (Adaptive Span's soft mask) adds an enum value, an options struct and a
-// gradient pointer in AttentionGrads, exactly as Alibi (slopes) and T5 (table) do.
+// loop (a template per policy, so None costs nothing). The relative-key term is one band GEMM
+// per (query tile, key tile) (ops/attention_relkey.h), the soft mask a per-(h, distance) table
+// (ops/attention_span_mask.h).
 //
 // Limits: S < 2^24 (relative positions are exact float integers). attention_check() throws
 // stretch::Error naming the field for any inconsistent parameter; both entry points call it.
@@ -71,6 +89,41 @@ struct T5Options {
   int max_distance = 128;
 };
 
+// The relative-key term (Transformer-XL's terms (b)+(d), Adaptive Span's positional keys); see
+// the contract above. R's element x of head h for the row holding distance dist0 + n is
+//   r[n·row_stride + h·head_stride + x·elem_stride]
+// (strides may be negative; all three zero = packed [rows, H, D] PerHead or [rows, D] Shared).
+enum class RelKeyShare : uint8_t { PerHead, Shared };
+struct RelKeyOptions {
+  const float* r = nullptr;   // R (null: no relative-key term; u, w must then be null too)
+  int64_t rows = 0;           // rows of R: distances dist0 .. dist0 + rows − 1
+  int64_t dist0 = 0;          // distance held by R's first row (<= min_distance)
+  RelKeyShare share = RelKeyShare::PerHead;  // Shared: one R for all heads (span's key_pe)
+  int64_t row_stride = 0, head_stride = 0, elem_stride = 0;  // all zero: packed
+  const float* u = nullptr;   // [H, D] global content bias (TXL r_w_bias) or null
+  const float* w = nullptr;   // [H, D] global position bias (TXL r_r_bias) or null
+  int64_t clamp = 0;          // > 0: distances beyond clamp use the row of distance clamp
+};
+
+// Adaptive Span's soft mask (REFERENCE.md §5.1) per head h and distance d:
+//   m_h(d) = clamp((ramp + z_h·max_span − (d − 1)) / ramp, 0, 1)
+// AfterSoftmax (the fairseq port, default): out_i = Σ_j P_ij·m_h(d_ij)·Z_ij·v_j, no renormalisation
+//   (P, lse as without the mask: keys where m = 0 still count in the softmax's normaliser, as after
+//   [FS]'s trim_memory; the caller's window, from get_trim_len, bounds the cost).
+// LogBeforeSoftmax (the original, renormalised): score += log m_h(d); m = 0 makes the key invisible,
+//   so such key tiles are never visited (the kernel narrows the window to where some m_h > 0).
+enum class SpanMaskMode : uint8_t { AfterSoftmax, LogBeforeSoftmax };
+struct SpanMaskOptions {
+  const float* z = nullptr;  // [heads] current span fraction z (null: no soft mask)
+  int64_t heads = 0;         // H (per-head spans) or 1 (one z for the layer, broadcast)
+  float ramp = 32.f;         // R > 0
+  int64_t max_span = 0;      // L >= 1
+  SpanMaskMode mode = SpanMaskMode::AfterSoftmax;
+};
+// m_h(d) and ∂m/∂z (max_span/ramp strictly inside the ramp, else 0) for one z.
+double span_mask_value(const SpanMaskOptions& o, double z, int64_t dist);
+double span_mask_dz(const SpanMaskOptions& o, double z, int64_t dist);
+
 // Memory layout of the [.., D] operands: row t of head h in batch b starts at element
 //   b·batch + h·head + t·row
 // of the operand's pointer, its D values contiguous. All zero means packed [B, H, T, D] (row = D,
@@ -95,6 +148,9 @@ struct AttentionParams {
   AlibiOptions alibi{};                       // used when bias is Alibi or AlibiSym
   T5Options t5{};                             // used when bias is T5
   int64_t window = 0;                         // W: 0 = unlimited; composes with every policy
+  int64_t min_distance = 0;                   // causal only: keys nearer than this are invisible
+  RelKeyOptions relkey{};                     // relative-key term (causal only); r null = off
+  SpanMaskOptions span{};                     // soft span mask (causal only); z null = off
   const uint8_t* key_padding = nullptr;       // [B, S] 1 = padded key (invisible); optional
   DropoutParams dropout{};                    // attention dropout on P (p = 0 at evaluation)
   AttentionLayout layout{};                   // all zero: packed [B, H, T, D] operands
@@ -104,10 +160,22 @@ struct AttentionParams {
 RowStrides attention_rows_q(const AttentionParams& p);
 RowStrides attention_rows_kv(const AttentionParams& p);
 RowStrides attention_rows_out(const AttentionParams& p);
+// relkey.r's strides actually used (packed defaults filled in; head = 0 when Shared).
+struct RelKeyStrides {
+  int64_t row = 0, head = 0, elem = 0;
+};
+RelKeyStrides attention_relkey_strides(const AttentionParams& p);
+// Row of relkey.r used for a visible key at distance dist ≥ min_distance: min(dist, clamp) − dist0
+// (may be ≥ rows only for distances no key is visible at; attention_check guarantees that).
+int64_t attention_relkey_row(const AttentionParams& p, int64_t dist);
 
 struct AttentionGrads {
   float* dslopes = nullptr;    // [H] += ∂L/∂slopes (Alibi/AlibiSym); null: slopes fixed
   float* dt5_table = nullptr;  // [NB, H] += ∂L/∂table (T5); null: table fixed
+  float* drel_r = nullptr;     // += ∂L/∂R, laid out as relkey.r (same rows and strides); null: R fixed
+  float* drel_u = nullptr;     // [H, D] += ∂L/∂u; null (or relkey.u null): not computed
+  float* drel_w = nullptr;     // [H, D] += ∂L/∂w; null (or relkey.w null): not computed
+  float* dspan_z = nullptr;    // [span.heads] += ∂L/∂z; null: not computed
 };
 
 // Throws stretch::Error (usage) naming the offending field when p is inconsistent.
@@ -134,7 +202,10 @@ void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& e
 
 namespace ref {
 // The oracle: naive loops over an explicit [T, S] score matrix and [T, S] bias matrix per
-// (b, h), masked softmax, plain matrix products. Same contract as above.
+// (b, h); the relative-key term as the source codebases write it (Transformer-XL's q·Rᵀ then
+// _rel_shift when distance 0 is visible, else Adaptive Span's _unskew/_skew), the soft mask from
+// §5.1's template; its backward uses the explicit per-(i, j) formulas instead. Masked
+// softmax, plain matrix products. Same contract as above.
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionParams& p);
 void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& extra,
@@ -146,12 +217,25 @@ void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& e
 struct AttentionGradsF64 {
   double* dslopes = nullptr;    // [H] +=
   double* dt5_table = nullptr;  // [NB, H] +=
+  double* drel_r = nullptr;     // += laid out as relkey.r
+  double* drel_u = nullptr;     // [H, D] +=
+  double* drel_w = nullptr;     // [H, D] +=
+  double* dspan_z = nullptr;    // [span.heads] +=
+};
+// Double copies of the relative-key and span parameters (same layout as p's); a null field reads
+// p's float pointer instead. They replace values only: a term p leaves off (null) stays off.
+struct RelKeyF64 {
+  const double* r = nullptr;
+  const double* u = nullptr;
+  const double* w = nullptr;
+  const double* span_z = nullptr;  // [span.heads] (null: p.span.z's floats)
 };
 void attention_forward(double* out, double* lse, const double* q, const double* k, const double* v,
-                       const AttentionParams& p);
+                       const AttentionParams& p, const RelKeyF64& rel = {});
 void attention_backward(double* dq, double* dk, double* dv, const AttentionGradsF64& extra,
                         const double* dout, const double* q, const double* k, const double* v,
-                        const double* out, const double* lse, const AttentionParams& p);
+                        const double* out, const double* lse, const AttentionParams& p,
+                        const RelKeyF64& rel = {});
 }  // namespace ref
 
 }  // namespace stretch::ops

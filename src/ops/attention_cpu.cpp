@@ -22,9 +22,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "ops/attention.h"
 #include "ops/attention_bias.h"
+#include "ops/attention_relkey.h"
+#include "ops/attention_span_mask.h"
 #include "ops/attention_tile.h"
 #include "tensor/pool.h"
 
@@ -35,6 +38,10 @@ using attn::ALayout;
 using attn::BiasEval;
 using attn::BiasSetup;
 using attn::Init;
+using attn::kBandLd;
+using attn::kRelPad;
+using attn::RelKeySetup;
+using attn::SpanMaskSetup;
 using attn::tile_gemm;
 
 constexpr int kBq = 64;  // query rows per tile
@@ -67,6 +74,7 @@ struct Geo {
   float scale;
   bool causal;
   int64_t W;             // window, 0 = unlimited
+  int64_t md;            // min_distance (causal)
   const uint8_t* pad;    // [B, S] or null
   DropoutParams dropout;
   RowStrides qs, ks, os;  // row addressing of q/dq, k/v/dk/dv, out/dout (ops/attention.h)
@@ -85,7 +93,8 @@ Geo make_geo(const AttentionParams& p) {
   g.s_pad = g.n_kt * kBk;
   g.scale = attention_scale(p);
   g.causal = p.mask == AttentionMask::Causal;
-  g.W = p.window;
+  g.W = attn::span_effective_window(p);  // p.window, narrowed by a renormalised span mask
+  g.md = p.min_distance;
   g.pad = p.key_padding;
   g.dropout = p.dropout;
   g.qs = attention_rows_q(p);
@@ -100,7 +109,7 @@ struct KeyRange {
 };
 KeyRange row_keys(const Geo& g, int64_t pos) {
   KeyRange r{0, g.S};
-  if (g.causal) r.hi = pos + 1;
+  if (g.causal) r.hi = pos + 1 - g.md;
   if (g.W > 0) {
     r.lo = std::max<int64_t>(0, pos - g.W + 1);
     if (!g.causal) r.hi = std::min(r.hi, pos + g.W);
@@ -167,12 +176,32 @@ struct FwdScratch {
   float* m;  // [kBq] running max
   float* l;  // [kBq] running sum
   float* z;  // [kBk] dropout factors of one row
+  float* qc;    // [kBq, D] q + u (relative-key term with u)
+  float* qr;    // [kBq, D] q + w (relative-key term with w)
+  float* band;  // [kBq, kBandLd] (q + w)·R over the tile's distances
 };
 
+// s[jj] += t[−jj] / s[jj] *= t[−jj]: a per-distance table read for keys j0 + jj of one row
+// (t points at distance pos − j0).
+inline void add_reversed(float* s, int nk, const float* t) {
+  for (int jj = 0; jj < nk; ++jj) s[jj] += t[-jj];
+}
+inline void mul_reversed(float* s, int nk, const float* t) {
+  for (int jj = 0; jj < nk; ++jj) s[jj] *= t[-jj];
+}
+
+// dst [n, D] = src rows (stride ld) + bias [D].
+void add_row_bias(float* dst, const float* src, int64_t ld, int64_t n, int64_t D, const float* bias) {
+  for (int64_t r = 0; r < n; ++r)
+#pragma omp simd
+    for (int64_t x = 0; x < D; ++x) dst[r * D + x] = src[r * ld + x] + bias[x];
+}
+
 template <class Eval>
-void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, int64_t bh, int64_t qt,
-                        float* out, float* lse, const float* q, const float* kt_pack, const float* v,
-                        FwdScratch& w) {
+void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm,
+                        const uint8_t* pad_tile,
+                        int64_t bh, int64_t qt, float* out, float* lse, const float* q, const float* kt_pack,
+                        const float* v, FwdScratch& w) {
   const int64_t b = bh / g.H, h = bh % g.H, D = g.D;
   const int64_t i0 = qt * kBq;
   const int mq = static_cast<int>(std::min<int64_t>(kBq, g.T - i0));
@@ -183,6 +212,12 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_ti
   const float* Kt = kt_pack + bh * D * g.s_pad;  // [n_kt, D, kBk]
   const float* V = v + g.k_at(bh);
   const Eval ev(bs, h);
+  // Relative-key term: (q + u) meets the keys, (q + w) meets R.
+  const float* Qc = Q;
+  const float* Qr = Q;
+  int64_t ldqc = ldq, ldqr = ldq;
+  if (rs.has_u) add_row_bias(w.qc, Q, ldq, mq, D, rs.u + h * D), Qc = w.qc, ldqc = D;
+  if (rs.has_w) add_row_bias(w.qr, Q, ldq, mq, D, rs.w + h * D), Qr = w.qr, ldqr = D;
 
   std::fill(w.o, w.o + mq * D, 0.f);
   std::fill(w.m, w.m + mq, kNegInf);
@@ -193,11 +228,14 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_ti
     const int64_t j0 = kt * kBk;
     const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
     const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
-    tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q, ldq, Kt + kt * D * kBk, kBk, w.s, kBk);
+    tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Qc, ldqc, Kt + kt * D * kBk, kBk, w.s, kBk);
+    if (rs.on) attn::relkey_band(rs, h, mq, kBk, Qr, ldqr, p0 - j0 - (kBk - 1), w.band);
     for (int r = 0; r < mq; ++r) {
       float* s = w.s + r * kBk;
       const int64_t pos = p0 + r;
+      if (rs.on) attn::relkey_add_row(s, nk, w.band + r * kBandLd, r, kBk);
       ev(s, nk, static_cast<int32_t>(j0 - pos), g.scale);
+      if (sm.on && !sm.after) add_reversed(s, nk, sm.m_at(h, pos - j0));
       if (masked) mask_row(s, nk, g, b, pos, j0);
       float mx = kNegInf;
 #pragma omp simd reduction(max : mx)
@@ -219,6 +257,7 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_ti
 #pragma omp simd
         for (int64_t d = 0; d < D; ++d) o[d] *= alpha;
       }
+      if (sm.on && sm.after) mul_reversed(s, nk, sm.m_at(h, pos - j0));  // after the normaliser
       if (g.dropout.p > 0.f) {
         dropout_row(w.z, nk, g, bh, i0 + r, j0);
 #pragma omp simd
@@ -242,8 +281,8 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const uint8_t* pad_ti
 }
 
 template <class Eval>
-void forward_run(const Geo& g, const BiasSetup& bs, float* out, float* lse, const float* q, const float* k,
-                 const float* v) {
+void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm, float* out,
+                 float* lse, const float* q, const float* k, const float* v) {
   const int64_t BH = g.B * g.H, D = g.D;
   PoolArray<float> kt_pack(static_cast<size_t>(BH * D * g.s_pad));
   pack_transposed(kt_pack.data(), k, g);
@@ -251,19 +290,27 @@ void forward_run(const Geo& g, const BiasSetup& bs, float* out, float* lse, cons
   padded_tiles(pad_tile.data(), g);
 
   const int nthr = omp_get_max_threads();
-  const size_t per = static_cast<size_t>(kBq * kBk + kBq * D + 2 * kBq + kBk);
+  const size_t rel = rs.on ? static_cast<size_t>(2 * kBq * D + kBq * kBandLd) : 0;
+  const size_t per = static_cast<size_t>(kBq * kBk + kBq * D + 2 * kBq + kBk) + rel;
   PoolArray<float> scratch(per * nthr);
   const int64_t n_work = BH * g.n_qt;
 #pragma omp parallel num_threads(nthr)
   {
     float* base = scratch.data() + per * omp_get_thread_num();
-    FwdScratch w{base, base + kBq * kBk, base + kBq * kBk + kBq * D, base + kBq * kBk + kBq * D + kBq,
-                 base + kBq * kBk + kBq * D + 2 * kBq};
+    float* rel_base = base + kBq * kBk + kBq * D + 2 * kBq + kBk;
+    FwdScratch w{base,
+                 base + kBq * kBk,
+                 base + kBq * kBk + kBq * D,
+                 base + kBq * kBk + kBq * D + kBq,
+                 base + kBq * kBk + kBq * D + 2 * kBq,
+                 rel_base,
+                 rel_base + kBq * D,
+                 rel_base + 2 * kBq * D};
     // Largest causal query tiles (the last ones) first, for dynamic load balance.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t wi = 0; wi < n_work; ++wi) {
       const int64_t qt = g.n_qt - 1 - wi / BH, bh = wi % BH;
-      forward_query_tile<Eval>(g, bs, pad_tile.data(), bh, qt, out, lse, q, kt_pack.data(), v, w);
+      forward_query_tile<Eval>(g, bs, rs, sm, pad_tile.data(), bh, qt, out, lse, q, kt_pack.data(), v, w);
     }
   }
 }
@@ -278,12 +325,21 @@ struct BwdScratch {
   float* dv;  // [kBk, D] dV accumulator of one key tile
   float* z;   // [kBk] dropout factors of one row
   attn::BiasGrad grad;  // learnable bias state of the current (b, h)
+  // Relative-key term (null without it):
+  float* qc = nullptr;     // [T, D] q + u of the current head
+  float* qr = nullptr;     // [T, D] q + w
+  float* band = nullptr;   // [kBq, kBandLd] (q + w)·R over the tile's distances
+  float* gband = nullptr;  // [kBq, kBandLd] scale·dS scattered by distance
+  float* gdist = nullptr;  // [ncols] Σ scale·dS per distance (dw)
+  float* ccol = nullptr;   // [kBk] Σ_i scale·dS_ij of one key tile (du)
 };
 
 template <class Eval>
-void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, int64_t bh, float* dq, float* dk,
-                   float* dv, const float* dout, const float* q, const float* k, const float* lse,
-                   const float* delta, const float* kt_pack, const float* vt_pack, bool overwrite, BwdScratch& w) {
+void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm,
+                   double* dz_part, attn::RelKeyPartials& part,
+                   const uint8_t* pad_tile, int64_t bh, float* dq, float* dk, float* dv, const float* dout,
+                   const float* q, const float* k, const float* lse, const float* delta, const float* kt_pack,
+                   const float* vt_pack, bool overwrite, BwdScratch& w) {
   const int64_t b = bh / g.H, h = bh % g.H, D = g.D, T = g.T;
   const int64_t ldq = g.qs.row, ldk = g.ks.row, ldo = g.os.row;
   const float* Q = q + g.q_at(bh);
@@ -298,13 +354,22 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
   attn::bias_grad_reset(bs, w.grad);
   if (overwrite)  // dQ accumulates over key tiles below
     for (int64_t i = 0; i < T; ++i) std::fill(dQ + i * ldq, dQ + i * ldq + D, 0.f);
+  // Relative-key term: (q + u) meets the keys, (q + w) meets R.
+  const float* Qc = Q;
+  const float* Qr = Q;
+  int64_t ldqc = ldq, ldqr = ldq;
+  if (rs.has_u) add_row_bias(w.qc, Q, ldq, T, D, rs.u + h * D), Qc = w.qc, ldqc = D;
+  if (rs.has_w) add_row_bias(w.qr, Q, ldq, T, D, rs.w + h * D), Qr = w.qr, ldqr = D;
+  float* dR = rs.learn_r ? part.dr.data() + bh * rs.ncols * D : nullptr;  // [ncols, D]
+  double* dU = rs.learn_u ? part.du.data() + bh * D : nullptr;
+  if (rs.learn_w) std::fill(w.gdist, w.gdist + rs.ncols, 0.f);
 
   for (int64_t kt = 0; kt < g.n_kt; ++kt) {
     const int64_t j0 = kt * kBk;
     const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
     // Queries that see at least one key of [j0, j0 + nk).
     int64_t i_lo = 0, i_hi = T;
-    if (g.causal) i_lo = std::max<int64_t>(0, j0 - g.off);
+    if (g.causal) i_lo = std::max<int64_t>(0, j0 + g.md - g.off);
     if (g.W > 0) {
       if (!g.causal) i_lo = std::max<int64_t>(0, j0 - g.W + 1 - g.off);
       i_hi = std::min<int64_t>(T, j0 + nk + g.W - 1 - g.off);
@@ -321,13 +386,19 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
     }
     std::fill(w.dk, w.dk + nk * D, 0.f);
     std::fill(w.dv, w.dv + nk * D, 0.f);
+    if (rs.learn_u) std::fill(w.ccol, w.ccol + kBk, 0.f);
     for (int64_t qt = i_lo / kBq; qt * kBq < i_hi; ++qt) {
       const int64_t i0 = qt * kBq;
       const int mq = static_cast<int>(std::min<int64_t>(kBq, T - i0));
       const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
+      const int64_t dist_lo = p0 - j0 - (kBk - 1);
       const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
-      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Q + i0 * ldq, ldq, Kt + kt * D * kBk, kBk, w.s,
-                                           kBk);
+      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Qc + i0 * ldqc, ldqc, Kt + kt * D * kBk, kBk,
+                                           w.s, kBk);
+      if (rs.on) {
+        attn::relkey_band(rs, h, mq, kBk, Qr + i0 * ldqr, ldqr, dist_lo, w.band);
+        std::fill(w.gband, w.gband + mq * kBandLd, 0.f);
+      }
       tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), dO + i0 * ldo, ldo, Vt + kt * D * kBk, kBk,
                                            w.dp, kBk);
       for (int r = 0; r < mq; ++r) {
@@ -335,13 +406,27 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
         float* s = w.s + r * kBk;
         float* dp = w.dp + r * kBk;
         const int32_t rel0 = static_cast<int32_t>(j0 - pos);
+        if (rs.on) attn::relkey_add_row(s, nk, w.band + r * kBandLd, r, kBk);
         ev(s, nk, rel0, g.scale);
+        if (sm.on && !sm.after) add_reversed(s, nk, sm.m_at(h, pos - j0));
         if (masked) mask_row(s, nk, g, b, pos, j0);
         const float L = lse[bh * T + i] == kNegInf ? inf : lse[bh * T + i];  // empty row: P = 0
         const float dl = delta[bh * T + i];
         attn::exp_row(s, nk, L);  // P
-        if (g.dropout.p > 0.f) {
-          dropout_row(w.z, nk, g, bh, i, j0);
+        const bool after_mask = sm.on && sm.after;
+        if (g.dropout.p > 0.f || after_mask) {
+          if (g.dropout.p > 0.f) dropout_row(w.z, nk, g, bh, i, j0);
+          else std::fill(w.z, w.z + nk, 1.f);
+          if (after_mask) {  // Z ← Z·m; ∂L/∂z_h += Σ P·Z·(dO·v)·∂m/∂z (delta = dO·out unchanged)
+            const float* mt = sm.m_at(h, pos - j0);
+            const float* dt = sm.dz_at(h, pos - j0);
+            float acc = 0.f;
+            for (int jj = 0; jj < nk; ++jj) {
+              acc += s[jj] * dp[jj] * w.z[jj] * dt[-jj];
+              w.z[jj] *= mt[-jj];
+            }
+            if (sm.learn) dz_part[bh] += acc;
+          }
 #pragma omp simd
           for (int jj = 0; jj < nk; ++jj) {
             dp[jj] = s[jj] * (dp[jj] * w.z[jj] - dl);
@@ -351,15 +436,41 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
 #pragma omp simd
           for (int jj = 0; jj < nk; ++jj) dp[jj] = s[jj] * (dp[jj] - dl);
         }
+        if (sm.learn && !sm.after) {  // score += log m: ∂L/∂z_h += Σ dS·(∂m/∂z)/m
+          const float* dt = sm.dz_at(h, pos - j0);
+          float acc = 0.f;
+          for (int jj = 0; jj < nk; ++jj) acc += dp[jj] * dt[-jj];
+          dz_part[bh] += acc;
+        }
         if (learn) ev.grad(dp, nk, rel0, w.grad);
 #pragma omp simd
         for (int jj = 0; jj < nk; ++jj) dp[jj] *= g.scale;
+        if (rs.on) attn::relkey_scatter_row(w.gband + r * kBandLd, dp, nk, r, kBk);
+        if (rs.learn_u)
+#pragma omp simd
+          for (int jj = 0; jj < nk; ++jj) w.ccol[jj] += dp[jj];
       }
       tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.s, kBk, dO + i0 * ldo, ldo, w.dv, D);
-      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.dp, kBk, Q + i0 * ldq, ldq, w.dk, D);
+      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.dp, kBk, Qc + i0 * ldqc, ldqc, w.dk,
+                                                 D);
       tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * ldk, ldk,
                                                  dQ + i0 * ldq, ldq);
+      if (rs.on) {  // the band of scale·dS against R: dQ += G·R_band, dR_band += Gᵀ(Q + w), dw via Σ_r G
+        const int64_t c0 = kRelPad + dist_lo;
+        attn::relkey_band_backward(rs, h, mq, kBk, w.gband, Qr + i0 * ldqr, ldqr, dist_lo, dQ + i0 * ldq, ldq,
+                                   dR != nullptr ? dR + c0 * D : nullptr);
+        if (rs.learn_w)
+          for (int r = 0; r < mq; ++r) {  // row r's band entries r .. r + kBk − 1
+            const float* gr = w.gband + r * kBandLd + r;
+            float* gd = w.gdist + c0 + r;
+#pragma omp simd
+            for (int x = 0; x < kBk; ++x) gd[x] += gr[x];
+          }
+      }
     }
+    if (dU != nullptr)  // du += Σ_j (Σ_i scale·dS_ij) k_j
+      for (int jj = 0; jj < nk; ++jj)
+        for (int64_t x = 0; x < D; ++x) dU[x] += static_cast<double>(w.ccol[jj]) * K[(j0 + jj) * ldk + x];
     for (int jj = 0; jj < nk; ++jj) {
       float* dk_row = dK + jj * ldk;
       float* dv_row = dV + jj * ldk;
@@ -377,12 +488,21 @@ void backward_head(const Geo& g, const BiasSetup& bs, const uint8_t* pad_tile, i
       }
     }
   }
+  if (rs.learn_w) {  // dw = Σ_dist (Σ scale·dS at dist) R[dist]
+    double* dW = part.dw.data() + bh * D;
+    const float* R = rs.rrow_head(h);
+    for (int64_t c = 0; c < rs.ncols; ++c) {
+      if (w.gdist[c] == 0.f) continue;
+      for (int64_t x = 0; x < D; ++x) dW[x] += static_cast<double>(w.gdist[c]) * R[c * D + x];
+    }
+  }
 }
 
 template <class Eval>
-void backward_run(const Geo& g, const BiasSetup& bs, const AttentionParams& p, const AttentionGrads& extra,
-                  float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                  const float* v, const float* out, const float* lse, bool overwrite) {
+void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm,
+                  const AttentionParams& p,
+                  const AttentionGrads& extra, float* dq, float* dk, float* dv, const float* dout, const float* q,
+                  const float* k, const float* v, const float* out, const float* lse, bool overwrite) {
   const int64_t BH = g.B * g.H, D = g.D, T = g.T;
   PoolArray<float> delta(static_cast<size_t>(BH * T));
 #pragma omp parallel for schedule(static)
@@ -403,8 +523,13 @@ void backward_run(const Geo& g, const BiasSetup& bs, const AttentionParams& p, c
   PoolArray<double> partial(n_partial);
   std::fill(partial.data(), partial.data() + n_partial, 0.0);
 
+  attn::RelKeyPartials part = attn::relkey_partials(rs, BH);
+  std::vector<double> dz_part(static_cast<size_t>(BH), 0.0);  // ∂L/∂z_h per (b, h)
+
   const int nthr = omp_get_max_threads();
-  const size_t per = static_cast<size_t>(2 * kBq * kBk + 2 * kBk * D + kBk) + attn::bias_grad_floats(bs);
+  const size_t base_n = static_cast<size_t>(2 * kBq * kBk + 2 * kBk * D + kBk) + attn::bias_grad_floats(bs);
+  const size_t rel_n = rs.on ? static_cast<size_t>(2 * T * D + 2 * kBq * kBandLd + rs.ncols + kBk) : 0;
+  const size_t per = base_n + rel_n;
   PoolArray<float> scratch(per * nthr);
 #pragma omp parallel num_threads(nthr)
   {
@@ -412,14 +537,30 @@ void backward_run(const Geo& g, const BiasSetup& bs, const AttentionParams& p, c
     BwdScratch w{base, base + kBq * kBk, base + 2 * kBq * kBk, base + 2 * kBq * kBk + kBk * D,
                  base + 2 * kBq * kBk + 2 * kBk * D, attn::BiasGrad{}};
     if (attn::bias_grad_floats(bs) > 0) w.grad.g = base + 2 * kBq * kBk + 2 * kBk * D + kBk;
+    if (rs.on) {
+      float* rb = base + base_n;
+      w.qc = rb;
+      w.qr = rb + T * D;
+      w.band = rb + 2 * T * D;
+      w.gband = w.band + kBq * kBandLd;
+      w.gdist = w.gband + kBq * kBandLd;
+      w.ccol = w.gdist + rs.ncols;
+    }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < BH; ++bh) {
-      backward_head<Eval>(g, bs, pad_tile.data(), bh, dq, dk, dv, dout, q, k, lse, delta.data(), kt_pack.data(),
-                          vt_pack.data(), overwrite, w);
+      backward_head<Eval>(g, bs, rs, sm, dz_part.data(), part, pad_tile.data(), bh, dq, dk, dv, dout, q, k, lse, delta.data(),
+                          kt_pack.data(), vt_pack.data(), overwrite, w);
       if (bs.n_params > 0) attn::bias_reduce_grad(bs, p, bh % g.H, w.grad, partial.data() + bh * bs.n_params);
     }
   }
   attn::bias_scatter_grad(bs, p, partial.data(), extra);
+  if (rs.learn()) attn::relkey_scatter_grad(rs, p, part, extra);
+  if (sm.learn)  // fixed order over (h, b)
+    for (int64_t h = 0; h < g.H; ++h) {
+      double acc = 0.0;
+      for (int64_t b = 0; b < g.B; ++b) acc += dz_part[b * g.H + h];
+      extra.dspan_z[p.span.heads == 1 ? 0 : h] += static_cast<float>(acc);
+    }
 }
 
 bool wants_grad(const AttentionParams& p, const AttentionGrads& extra) {
@@ -434,11 +575,13 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
                        const AttentionParams& p) {
   const Geo g = make_geo(p);
   const BiasSetup bs = attn::bias_setup(p, false);
+  const RelKeySetup rs = attn::relkey_setup(p, nullptr);
+  const SpanMaskSetup sm = attn::span_mask_setup(p, nullptr);
   switch (bs.eval) {
-    case BiasEval::None: return forward_run<attn::EvalNone>(g, bs, out, lse, q, k, v);
-    case BiasEval::Linear: return forward_run<attn::EvalLinear>(g, bs, out, lse, q, k, v);
-    case BiasEval::SymLinear: return forward_run<attn::EvalSymLinear>(g, bs, out, lse, q, k, v);
-    case BiasEval::Table: return forward_run<attn::EvalTable>(g, bs, out, lse, q, k, v);
+    case BiasEval::None: return forward_run<attn::EvalNone>(g, bs, rs, sm, out, lse, q, k, v);
+    case BiasEval::Linear: return forward_run<attn::EvalLinear>(g, bs, rs, sm, out, lse, q, k, v);
+    case BiasEval::SymLinear: return forward_run<attn::EvalSymLinear>(g, bs, rs, sm, out, lse, q, k, v);
+    case BiasEval::Table: return forward_run<attn::EvalTable>(g, bs, rs, sm, out, lse, q, k, v);
   }
 }
 
@@ -448,15 +591,17 @@ void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& e
   const Geo g = make_geo(p);
   const bool ow = init == GradInit::Overwrite;
   const BiasSetup bs = attn::bias_setup(p, wants_grad(p, extra));
+  const RelKeySetup rs = attn::relkey_setup(p, &extra);
+  const SpanMaskSetup sm = attn::span_mask_setup(p, &extra);
   switch (bs.eval) {
     case BiasEval::None:
-      return backward_run<attn::EvalNone>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
+      return backward_run<attn::EvalNone>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
     case BiasEval::Linear:
-      return backward_run<attn::EvalLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
+      return backward_run<attn::EvalLinear>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
     case BiasEval::SymLinear:
-      return backward_run<attn::EvalSymLinear>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
+      return backward_run<attn::EvalSymLinear>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
     case BiasEval::Table:
-      return backward_run<attn::EvalTable>(g, bs, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
+      return backward_run<attn::EvalTable>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
   }
 }
 

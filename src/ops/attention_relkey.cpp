@@ -1,0 +1,87 @@
+// ops/attention_relkey.cpp — the relative-key term's per-call packs of R and the reduction of its
+// per-(b, h) gradient partials (contract in ops/attention_relkey.h).
+#include "ops/attention_relkey.h"
+
+#include <algorithm>
+
+namespace stretch::ops::attn {
+
+RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g) {
+  RelKeySetup rs;
+  const RelKeyOptions& rk = p.relkey;
+  if (rk.r == nullptr) return rs;
+  rs.on = true;
+  rs.has_u = rk.u != nullptr;
+  rs.has_w = rk.w != nullptr;
+  rs.u = rk.u;
+  rs.w = rk.w;
+  if (g != nullptr) {
+    rs.learn_r = g->drel_r != nullptr;
+    rs.learn_u = g->drel_u != nullptr && rs.has_u;
+    rs.learn_w = g->drel_w != nullptr && rs.has_w;
+  }
+  rs.hr = rk.share == RelKeyShare::Shared ? 1 : p.h;
+  rs.d = p.d;
+  rs.ncols = kRelPad + p.s + kNr;
+  const RelKeyStrides st = attention_relkey_strides(p);
+  const bool backward = g != nullptr;
+  rs.rt.assign(static_cast<size_t>(rs.hr * rs.d * rs.ncols), 0.f);
+  if (backward) rs.rrow.assign(rs.rt.size(), 0.f);
+  for (int64_t h = 0; h < rs.hr; ++h)
+    for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
+      const int64_t n = attention_relkey_row(p, dist);
+      if (n < 0 || n >= rk.rows) continue;  // never visible (attention_check)
+      const float* row = rk.r + n * st.row + h * st.head;
+      const int64_t c = kRelPad + dist;
+      for (int64_t x = 0; x < rs.d; ++x) {
+        const float val = row[x * st.elem];
+        rs.rt[(h * rs.d + x) * rs.ncols + c] = val;
+        if (backward) rs.rrow[(h * rs.ncols + c) * rs.d + x] = val;
+      }
+    }
+  return rs;
+}
+
+RelKeyPartials relkey_partials(const RelKeySetup& rs, int64_t bh_count) {
+  RelKeyPartials part;
+  if (rs.learn_r) part.dr.assign(static_cast<size_t>(bh_count * rs.ncols * rs.d), 0.f);
+  if (rs.learn_u) part.du.assign(static_cast<size_t>(bh_count * rs.d), 0.0);
+  if (rs.learn_w) part.dw.assign(static_cast<size_t>(bh_count * rs.d), 0.0);
+  return part;
+}
+
+void relkey_scatter_grad(const RelKeySetup& rs, const AttentionParams& p, const RelKeyPartials& part,
+                         const AttentionGrads& extra) {
+  const int64_t H = p.h, D = p.d;
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t x = 0; x < D; ++x) {
+      double u = 0.0, w = 0.0;
+      for (int64_t b = 0; b < p.b; ++b) {
+        if (rs.learn_u) u += part.du[(b * H + h) * D + x];
+        if (rs.learn_w) w += part.dw[(b * H + h) * D + x];
+      }
+      if (rs.learn_u) extra.drel_u[h * D + x] += static_cast<float>(u);
+      if (rs.learn_w) extra.drel_w[h * D + x] += static_cast<float>(w);
+    }
+  if (!rs.learn_r) return;
+  const RelKeyStrides st = attention_relkey_strides(p);
+  const int64_t per_group = H / rs.hr;  // heads summed into one R (all of them when Shared)
+  std::vector<double> acc(static_cast<size_t>(D));
+  for (int64_t g = 0; g < rs.hr; ++g)
+    for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
+      const int64_t n = attention_relkey_row(p, dist);
+      if (n < 0 || n >= p.relkey.rows) continue;
+      const int64_t c = kRelPad + dist;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t b = 0; b < p.b; ++b)
+        for (int64_t k = 0; k < per_group; ++k) {
+          const int64_t bh = b * H + g * per_group + k;
+          const float* src = part.dr.data() + (bh * rs.ncols + c) * D;
+          for (int64_t x = 0; x < D; ++x) acc[x] += src[x];
+        }
+      float* dst = extra.drel_r + n * st.row + g * st.head;
+      for (int64_t x = 0; x < D; ++x) dst[x * st.elem] += static_cast<float>(acc[x]);
+    }
+}
+
+}  // namespace stretch::ops::attn
