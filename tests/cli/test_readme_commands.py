@@ -59,7 +59,9 @@ def main():
             p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=tmp, env=env, timeout=120)
             bad = [u for u in USAGE if u in p.stderr]
             ok = p.returncode != 0 and not bad and ("no-such-text" in p.stderr or "data-bin" in p.stderr
-                                                     or "wt103" in p.stderr)
+                                                     or "wt103" in p.stderr
+                                                     or ": checkpoint not found" in p.stderr
+                                                     or re.search(r": no such file \(from --\w+pref\)", p.stderr))
             print(("ok   " if ok else "FAIL ") + cmd[:90] + f"... -> exit {p.returncode}: {p.stderr.strip()[-160:]!r}")
             if not ok:
                 failures.append(f"{cmd[:60]}...: exit {p.returncode}, {bad or 'not the missing data'}: {p.stderr[-400:]}")
