@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -55,6 +56,14 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 inline std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// The parameter names of a model (anything with params().items() of (name, var)), in order.
+template <class Model>
+std::vector<std::string> param_names(const Model& m) {
+  std::vector<std::string> out;
+  for (const auto& [name, var] : m.params().items()) out.push_back(name);
+  return out;
 }
 
 // The pid of a process that has exited and been reaped (so no process has it, barring reuse):

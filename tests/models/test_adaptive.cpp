@@ -38,11 +38,7 @@ TransformerLMConfig small(bool tie, bool tie_proj, Criterion crit = Criterion::A
   return c;
 }
 
-std::vector<std::string> names(const TransformerLM& m) {
-  std::vector<std::string> out;
-  for (const auto& [name, var] : m.params().items()) out.push_back(name);
-  return out;
-}
+std::vector<std::string> names(const TransformerLM& m) { return stretch::testing::param_names(m); }
 
 TEST(Adaptive, Wiki103PresetHasThePapersParameterCount) {
   TransformerLMConfig c = preset("transformer_lm_wiki103");

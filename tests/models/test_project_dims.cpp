@@ -27,11 +27,7 @@ TransformerLMConfig dims(int64_t in, int64_t out) {
   return c;
 }
 
-std::vector<std::string> names(const TransformerLM& m) {
-  std::vector<std::string> out;
-  for (const auto& [name, var] : m.params().items()) out.push_back(name);
-  return out;
-}
+std::vector<std::string> names(const TransformerLM& m) { return stretch::testing::param_names(m); }
 
 TEST(ProjectDims, ParameterCountMatchesTheBuiltModel) {
   std::vector<TransformerLMConfig> cs = {dims(8, 12), dims(0, 12), dims(8, 0), dims(16, 16)};

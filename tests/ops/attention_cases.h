@@ -16,6 +16,16 @@
 
 namespace stretch::ops::testing {
 
+// Largest |fd − an| relative to the largest analytic gradient entry (float64 gradient checks).
+inline double rel_err(const std::vector<double>& fd, const std::vector<double>& an) {
+  double err = 0.0, mag = 1e-6;
+  for (size_t i = 0; i < fd.size(); ++i) {
+    err = std::max(err, std::abs(fd[i] - an[i]));
+    mag = std::max(mag, std::abs(an[i]));
+  }
+  return err / mag;
+}
+
 enum class Padding : uint8_t {
   None,
   Some,       // every 5th key padded (in batch 0 also the first few keys)

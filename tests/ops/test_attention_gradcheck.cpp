@@ -17,6 +17,7 @@ using testing::AttnCase;
 using testing::Learn;
 using testing::Padding;
 using testing::Problem;
+using testing::rel_err;
 using testing::to_double;
 
 // L = Σ out ∘ W with W = the case's dout, evaluated in double.
@@ -27,16 +28,6 @@ double loss(const Problem& pb, const AttentionParams& p, const std::vector<doubl
   double l = 0.0;
   for (size_t i = 0; i < out.size(); ++i) l += out[i] * static_cast<double>(pb.dout[i]);
   return l;
-}
-
-// Error relative to the largest analytic gradient entry.
-double rel_err(const std::vector<double>& fd, const std::vector<double>& an) {
-  double err = 0.0, mag = 1e-6;
-  for (size_t i = 0; i < fd.size(); ++i) {
-    err = std::max(err, std::abs(fd[i] - an[i]));
-    mag = std::max(mag, std::abs(an[i]));
-  }
-  return err / mag;
 }
 
 class AttentionGradCheck : public ::testing::TestWithParam<AttnCase> {};

@@ -22,6 +22,7 @@ namespace {
 
 using testing::RelCase;
 using testing::RelProblem;
+using testing::rel_err;
 using testing::RLayout;
 using testing::scaled_error;
 using testing::to_double;
@@ -252,15 +253,6 @@ double loss(const RelProblem& pb, const AttentionParams& p, const F64& x) {
   double l = 0.0;
   for (size_t i = 0; i < out.size(); ++i) l += out[i] * static_cast<double>(pb.dout[i]);
   return l;
-}
-
-double rel_err(const std::vector<double>& fd, const std::vector<double>& an) {
-  double err = 0.0, mag = 1e-6;
-  for (size_t i = 0; i < fd.size(); ++i) {
-    err = std::max(err, std::abs(fd[i] - an[i]));
-    mag = std::max(mag, std::abs(an[i]));
-  }
-  return err / mag;
 }
 
 class RelKeyGradCheck : public ::testing::TestWithParam<RelCase> {};
