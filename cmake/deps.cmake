@@ -15,3 +15,28 @@ pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)  # libzip-dev: PyTorch
 if(STRETCH_MPI)
   find_package(MPI COMPONENTS CXX)
 endif()
+# pybind11-dev + python3-dev: the Python module (python/). Its code goes into a shared object, so
+# every layer is then compiled position-independent; -fno-semantic-interposition keeps the
+# inlining (and so the numbers) of the position-independent executables GCC builds by default.
+# Off in sanitizer and fuzz builds (the module would need the sanitizer runtime preloaded).
+if(STRETCH_PYTHON AND (STRETCH_SANITIZE OR STRETCH_FUZZ))
+  set(STRETCH_PYTHON OFF)
+endif()
+if(STRETCH_PYTHON)
+  set(PYBIND11_FINDPYTHON ON)
+  # Debian's interpreter (the one python3-numpy, python3-pytest and build/pyenv use), not another
+  # python3 first on PATH; -DPython3_EXECUTABLE=... chooses another.
+  if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python3_EXECUTABLE /usr/bin/python3)
+  endif()
+  find_package(Python3 COMPONENTS Interpreter Development.Module)
+  find_package(pybind11 2.6 CONFIG QUIET)
+  if(pybind11_FOUND AND Python3_FOUND)
+    set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+    add_compile_options(-fno-semantic-interposition)
+    message(STATUS "stretch: Python module enabled (pybind11 ${pybind11_VERSION}, Python ${Python3_VERSION})")
+  else()
+    message(STATUS "stretch: no Python module (pybind11-dev / python3-dev not found; bash scripts/setup.sh installs them)")
+    set(STRETCH_PYTHON OFF)
+  endif()
+endif()

@@ -18,6 +18,7 @@ PACKAGES=(
   clang libclang-rt-14-dev libomp-dev  # libFuzzer targets (tests/fuzz/run.sh; clang's OpenMP)
   wget ca-certificates unzip  # data script (downloads, the WikiText-103 zip)
   libzip-dev                  # PyTorch .pt (zip) checkpoints: fairseq import/export
+  pybind11-dev python3-dev python3-pytest  # the Python module `import stretch` and its tests (docs/python.md)
 )
 
 missing=()
@@ -46,6 +47,11 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import safetensors, t
   /usr/bin/python3 -m venv --system-site-packages "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check safetensors || \
     echo "setup: warning: could not install safetensors from PyPI; parity tests will read checkpoints with the fallback reader"
+fi
+# TensorBoard's own reader: the oracle of `stretch train --tensorboard-logdir` (tests/train/check_tensorboard.py).
+if ! "$venv/bin/python" -c "import tensorboard" 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check tensorboard || \
+    echo "setup: warning: could not install tensorboard from PyPI; the TensorBoard check reports it missing"
 fi
 echo "setup: python oracle at $venv/bin/python"
 

@@ -37,6 +37,10 @@ INSTALL = {
     "safetensors": SETUP + " (pip install safetensors into build/pyenv); run the check with build/pyenv/bin/python",
     "fairseq": "pip install fairseq==0.12.2, or --fairseq-src DIR with an unpacked fairseq 0.12.2 source tree",
     "mpirun": "apt-get install openmpi-bin, i.e. " + SETUP,
+    "tensorboard": SETUP + " (pip install tensorboard into build/pyenv); run the check with build/pyenv/bin/python",
+    "pytest": "apt-get install python3-pytest, i.e. " + SETUP,
+    "stretch": "the Python module: apt-get install pybind11-dev python3-dev (bash scripts/setup.sh), configure with "
+               "-DSTRETCH_PYTHON=ON and build the _stretch target (PYTHONPATH=build/python)",
 }
 
 

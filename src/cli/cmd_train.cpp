@@ -137,6 +137,9 @@ void add_train(CLI::App& sub, Runner& run) {
                "stretch: JSON log values as numbers with every digit (fairseq rounds them), for exact comparisons");
   sub.add_option("--log-interval", c.log_interval)->transform(int_at_least(1, "log every N updates"))->capture_default_str();
   sub.add_flag("--no-progress-bar", c.no_progress_bar);
+  sub.add_option("--tensorboard-logdir", c.tensorboard_logdir,
+                 "write TensorBoard event files of the logged stats to DIR/<tag>/ (train_inner, train, valid), as "
+                 "fairseq does");
   sub.add_option("--max-consecutive-nan", c.max_consecutive_nan,
                  "stop after this many non-finite losses in a row (each update is skipped with a warning)")
       ->transform(int_at_least(1, "non-finite losses in a row before stopping"))->capture_default_str();

@@ -41,6 +41,7 @@ struct NllStats {
   int64_t dropped_inf = 0;  // ±inf scores, dropped as fairseq drops them
   std::ostream* dump = nullptr;
   std::vector<TokenScore>* record = nullptr;
+  const std::function<void(int64_t, int32_t, double)>* on_score = nullptr;
   void add(double nll, int64_t offset, int32_t target) {
     // fairseq (sequence_scorer / eval_lm) drops ±inf scores from the sum and the count, but a
     // NaN would pass its `inf` test and poison the mean: here it is an error, never dropped.
@@ -52,6 +53,7 @@ struct NllStats {
                   "the checkpoint (`stretch info`), resume from an earlier one, or retrain with a lower --lr / "
                   "--clip-norm");
     if (record) record->push_back({.offset = offset, .target = target, .log_prob = -static_cast<float>(nll)});
+    if (on_score && *on_score) (*on_score)(offset, target, nll);
     if (std::isinf(nll)) {
       ++dropped_inf;
       return;
@@ -287,6 +289,7 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
   // partial dump (core/output_file.h).
   std::optional<OutputFile> dump;
   NllStats stats;
+  stats.on_score = &o.on_score;
   if (!o.word_probs_path.empty()) {
     dump.emplace(o.word_probs_path, "the per-token dump (--dump-nll / --output-word-probs-file)");
     dump->stream() << "offset\ttarget\tnll_nats\n";
@@ -408,31 +411,55 @@ nlohmann::json alibi_interpolation_overrides(const std::string& path, const nloh
   return o;
 }
 
-int run_eval_lm(const EvalLmConfig& cfg) {
-  models::ModelFile ck;
-  auto model = load_eval_model(cfg.path, cfg.overrides, &ck);
-  double slope_scale = 1.0;
+EvalLmSetup prepare_eval_lm(const EvalLmConfig& cfg) {
+  EvalLmSetup s;
+  s.model = load_eval_model(cfg.path, cfg.overrides, &s.file);
+  s.train_length = s.model->info().tokens_per_sample;
   if (cfg.alibi_interpolate) {
-    const int64_t train_length = model->info().tokens_per_sample;
-    const int64_t eval_length = cfg.options.tokens_per_sample > 0 ? cfg.options.tokens_per_sample : train_length;
-    const nlohmann::json o = alibi_interpolation_overrides(cfg.path, model->config_json(), cfg.overrides, eval_length);
-    slope_scale = o.at("alibi_slope_scale").get<double>();
-    model = load_eval_model(cfg.path, o, &ck);
-    std::printf("stretch | eval-lm | ALiBi position interpolation: slopes x %lld / %lld = %.6g\n",
-                static_cast<long long>(train_length), static_cast<long long>(eval_length), slope_scale);
+    const int64_t eval_length = cfg.options.tokens_per_sample > 0 ? cfg.options.tokens_per_sample : s.train_length;
+    const nlohmann::json o =
+        alibi_interpolation_overrides(cfg.path, s.model->config_json(), cfg.overrides, eval_length);
+    s.slope_scale = o.at("alibi_slope_scale").get<double>();
+    s.model = load_eval_model(cfg.path, o, &s.file);
   }
-  const models::ModelInfo info = model->info();
-  train::LmData data = train::open_lm_data(cfg.data);
-  if (data.vocab_size != info.vocab_size || !models::dictionary_matches(ck, data.dict_hash))
-    fail_input(data.dict_path, "is not the dictionary the checkpoint " + cfg.path + " was trained with (" +
-                                   std::to_string(data.vocab_size) + " symbols, hash " + data.dict_hash +
-                                   "; checkpoint: " + std::to_string(info.vocab_size) + " symbols, hash " +
-                                   ck.dict_hash + ")",
+  const models::ModelInfo info = s.model->info();
+  s.data = train::open_lm_data(cfg.data);
+  if (s.data.vocab_size != info.vocab_size || !models::dictionary_matches(s.file, s.data.dict_hash))
+    fail_input(s.data.dict_path, "is not the dictionary the checkpoint " + cfg.path + " was trained with (" +
+                                     std::to_string(s.data.vocab_size) + " symbols, hash " + s.data.dict_hash +
+                                     "; checkpoint: " + std::to_string(info.vocab_size) + " symbols, hash " +
+                                     s.file.dict_hash + ")",
                "evaluate on a data-bin binarized with the training dictionary (preprocess --srcdict)");
-  auto stream = train::open_split_stream(cfg.data, cfg.gen_subset, data);
-  EvalOptions o = cfg.options;
-  o.pad = data.pad;
-  o.eos = data.eos;
+  s.stream = train::open_split_stream(cfg.data, cfg.gen_subset, s.data);
+  s.options = cfg.options;
+  s.options.pad = s.data.pad;
+  s.options.eos = s.data.eos;
+  return s;
+}
+
+EvalResult evaluate_split(EvalLmSetup& s, const EvalLmConfig& cfg, const EvalOptions& o) {
+  try {
+    return evaluate(*s.model, *s.stream, o);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Numeric) throw;
+    throw Error(e.kind(), cfg.path + " on split '" + cfg.gen_subset + "': " + e.what());
+  }
+}
+
+int run_eval_lm(const EvalLmConfig& cfg) {
+  EvalLmSetup setup = prepare_eval_lm(cfg);
+  auto& model = setup.model;
+  models::ModelFile& ck = setup.file;
+  const double slope_scale = setup.slope_scale;
+  if (cfg.alibi_interpolate)
+    std::printf("stretch | eval-lm | ALiBi position interpolation: slopes x %lld / %lld = %.6g\n",
+                static_cast<long long>(setup.train_length),
+                static_cast<long long>(cfg.options.tokens_per_sample > 0 ? cfg.options.tokens_per_sample
+                                                                         : setup.train_length),
+                slope_scale);
+  const models::ModelInfo info = model->info();
+  const train::LmData& data = setup.data;
+  EvalOptions o = setup.options;
   // The header at once; then a bar (terminal) or a line per tenth on stderr; SIGINT/SIGTERM stop
   // after the forward pass in flight with the partial result (exit 128+sig; a second one: at once).
   arm_graceful_stop();
@@ -464,13 +491,7 @@ int run_eval_lm(const EvalLmConfig& cfg) {
                                                  .post_process = cfg.post_process});
     o.record = &scores;
   }
-  EvalResult r;
-  try {
-    r = evaluate(*model, *stream, o);
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::Numeric) throw;
-    throw Error(e.kind(), cfg.path + " on split '" + cfg.gen_subset + "': " + e.what());
-  }
+  EvalResult r = evaluate_split(setup, cfg, o);
   if (display) display->finish();
   if (r.partial) {
     // The partial result, then a non-zero exit; no file claims to hold the whole split.
@@ -492,7 +513,7 @@ int run_eval_lm(const EvalLmConfig& cfg) {
   if (words) {
     // Samples (blocks) in fairseq's order; each block's tokens in stream order.
     const int64_t bt = std::max<int64_t>(1, r.block_tokens);
-    std::vector<std::vector<TokenScore>> blocks(static_cast<size_t>(stream->total_tokens() / bt + 1));
+    std::vector<std::vector<TokenScore>> blocks(static_cast<size_t>(setup.stream->total_tokens() / bt + 1));
     for (const TokenScore& t : scores) blocks.at(static_cast<size_t>(t.offset / bt)).push_back(t);
     for (int64_t k : r.block_order) {
       auto& b = blocks.at(static_cast<size_t>(k));

@@ -25,6 +25,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "models/language_model.h"
 #include "models/model_file.h"
 #include "nn/output_head.h"
+#include "train/lm_data.h"
 
 namespace stretch::data {
 class TokenStream;
@@ -64,6 +66,9 @@ struct EvalOptions {
   // Called after each forward pass with the targets scored so far (of the stream's total);
   // returning false stops there: evaluate() returns the partial result (EvalResult::partial).
   std::function<bool(int64_t scored, int64_t total)> on_progress{};
+  // Called for every target in stream order (after the NaN check, before ±inf is dropped) with its
+  // stream offset, id and NLL in nats: the Python module's per-token arrays (python/).
+  std::function<void(int64_t offset, int32_t target, double nll)> on_score{};
 };
 
 struct EvalResult {
@@ -127,6 +132,22 @@ double alibi_interpolation_scale(int64_t train_length, int64_t eval_length);
 // --model-overrides already sets alibi_slope_scale.
 nlohmann::json alibi_interpolation_overrides(const std::string& path, const nlohmann::json& model_config,
                                              const nlohmann::json& overrides, int64_t eval_length);
+
+// What `stretch eval-lm` evaluates, prepared as it prepares it: the model with --model-overrides
+// (and --alibi-interpolate: `slope_scale`), the file it came from, the data's dictionary (checked
+// against the model's) and the split's stream. run_eval_lm and the Python module (python/) call it.
+struct EvalLmSetup {
+  std::unique_ptr<models::LanguageModel> model{};
+  models::ModelFile file{};
+  train::LmData data{};
+  std::shared_ptr<const data::TokenStream> stream{};
+  double slope_scale = 1.0;      // --alibi-interpolate's factor (1: off)
+  int64_t train_length = 0;      // the model's training length
+  EvalOptions options{};         // cfg.options with the data's pad and eos
+};
+EvalLmSetup prepare_eval_lm(const EvalLmConfig& config);
+// evaluate() of a prepared setup; a Numeric error names the checkpoint and the split.
+EvalResult evaluate_split(EvalLmSetup& setup, const EvalLmConfig& config, const EvalOptions& options);
 
 int run_eval_lm(const EvalLmConfig& config);
 

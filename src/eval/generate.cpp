@@ -110,9 +110,6 @@ std::vector<int32_t> generate_tokens(models::LanguageModel& model, const std::ve
   return out;
 }
 
-namespace {
-// The dictionary: the data directory's dict.txt when given (checked against the model file),
-// else the one stored in the model file.
 data::Dictionary generation_dictionary(const GenerateConfig& c, const models::ModelFile& ck, int64_t vocab) {
   if (c.data.empty()) {
     if (ck.dictionary.empty())
@@ -139,13 +136,11 @@ data::Dictionary generation_dictionary(const GenerateConfig& c, const models::Mo
                "give the data-bin directory the model was trained on");
   return dict;
 }
-}  // namespace
 
-int run_generate(const GenerateConfig& c) {
+std::vector<std::string> generate_samples(models::LanguageModel& model, const data::Dictionary& dict,
+                                          const GenerateConfig& c,
+                                          const std::function<void(const std::string&)>& on_sample) {
   check_sampling_params(c.sampling);
-  models::ModelFile ck;
-  auto model = load_eval_model(c.path, c.overrides, &ck);
-  const data::Dictionary dict = generation_dictionary(c, ck, model->info().vocab_size);
   std::vector<int32_t> context = {dict.eos()};
   const bool bytes = dict.is_byte_level();
   if (bytes) {
@@ -159,16 +154,28 @@ int run_generate(const GenerateConfig& c) {
   SamplingParams sp = c.sampling;
   const std::vector<int32_t> banned = banned_ids(dict);
   Rng rng(c.seed, 0x9e4);
+  std::vector<std::string> samples;
   for (int64_t n = 0; n < c.nbest; ++n) {
-    std::vector<int32_t> out = generate_tokens(*model, context, sp, rng, banned);
+    std::vector<int32_t> out = generate_tokens(model, context, sp, rng, banned);
     if (bytes) {  // the prompt as given (a byte the dictionary lacks went in as <unk>), then new bytes
-      std::cout << c.prompt << dict.decode_bytes(out) << "\n";
+      samples.push_back(c.prompt + dict.decode_bytes(out));
     } else {
       std::vector<int32_t> all(context.begin() + 1, context.end());
       all.insert(all.end(), out.begin(), out.end());
-      std::cout << dict.decode(all, data::Dictionary::EosInDecode::Keep) << "\n";
+      samples.push_back(dict.decode(all, data::Dictionary::EosInDecode::Keep));
     }
+    if (on_sample) on_sample(samples.back());
   }
+  return samples;
+}
+
+int run_generate(const GenerateConfig& c) {
+  check_sampling_params(c.sampling);
+  models::ModelFile ck;
+  auto model = load_eval_model(c.path, c.overrides, &ck);
+  const data::Dictionary dict = generation_dictionary(c, ck, model->info().vocab_size);
+  // Each sample printed as soon as it is drawn (a long --nbest run shows its first ones at once).
+  generate_samples(*model, dict, c, [](const std::string& s) { std::cout << s << "\n"; });
   return 0;
 }
 

@@ -4,12 +4,14 @@
 // The context starts with </s>, as every training stream does (REFERENCE.md §4.3).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/rng.h"
 #include "models/language_model.h"
+#include "models/model_file.h"
 
 namespace stretch::data {
 class Dictionary;
@@ -56,6 +58,16 @@ struct GenerateConfig {
   int64_t nbest = 1;            // samples to draw
   nlohmann::json overrides = nlohmann::json::object();
 };
+
+// The dictionary generate uses: DATA/dict.txt when config.data is given (checked against the
+// model file), else the one stored in the model file (a usage error when it has none).
+data::Dictionary generation_dictionary(const GenerateConfig& config, const models::ModelFile& file, int64_t vocab);
+// What `stretch generate` prints, one string per sample (config.nbest of them), drawn from one
+// Rng(config.seed) in order: the prompt and its continuation. run_generate and the Python module
+// (python/) call it; `on_sample`, when given, sees each sample as soon as it is drawn.
+std::vector<std::string> generate_samples(models::LanguageModel& model, const data::Dictionary& dict,
+                                          const GenerateConfig& config,
+                                          const std::function<void(const std::string&)>& on_sample = {});
 
 int run_generate(const GenerateConfig& config);
 

@@ -14,7 +14,8 @@
 
 namespace stretch::eval {
 
-int run_sweep(const SweepConfig& cfg) {
+namespace {
+void check_sweep_config(const SweepConfig& cfg) {
   if (cfg.sliding && (cfg.options.context_window > 0 || cfg.options.stride > 0))
     fail_usage("sweep: --sliding sets the context to L-1 at every length; drop --context-window/--stride");
   if (cfg.paths.empty()) fail_usage("sweep: give at least one checkpoint with --path");
@@ -22,9 +23,20 @@ int run_sweep(const SweepConfig& cfg) {
   if (!cfg.labels.empty() && cfg.labels.size() != cfg.paths.size())
     fail_usage("sweep: --labels has " + std::to_string(cfg.labels.size()) + " names for " +
                std::to_string(cfg.paths.size()) + " checkpoints");
+}
+}  // namespace
+
+std::string sweep_protocol(const SweepConfig& cfg) {
+  return cfg.sliding                       ? "sliding window (context L-1)"
+         : cfg.options.stride > 0         ? "sliding window (stride " + std::to_string(cfg.options.stride) + ")"
+         : cfg.options.context_window > 0 ? "sliding window (context " + std::to_string(cfg.options.context_window) + ")"
+                                          : "non-overlapping";
+}
+
+std::vector<SweepRow> sweep_table(const SweepConfig& cfg) {
+  check_sweep_config(cfg);
   train::LmData data = train::open_lm_data(cfg.data);
   auto stream = train::open_split_stream(cfg.data, cfg.gen_subset, data);
-  std::filesystem::create_directories(cfg.results_dir);
   std::vector<SweepRow> rows;
   for (size_t i = 0; i < cfg.paths.size(); ++i) {
     models::ModelFile ck;
@@ -87,11 +99,14 @@ int run_sweep(const SweepConfig& cfg) {
       rows.push_back(row);
     }
   }
-  const std::string protocol = cfg.sliding                       ? "sliding window (context L-1)"
-                               : cfg.options.stride > 0         ? "sliding window (stride " + std::to_string(cfg.options.stride) + ")"
-                               : cfg.options.context_window > 0 ? "sliding window (context " +
-                                                                      std::to_string(cfg.options.context_window) + ")"
-                                                                : "non-overlapping";
+  return rows;
+}
+
+int run_sweep(const SweepConfig& cfg) {
+  check_sweep_config(cfg);
+  std::filesystem::create_directories(cfg.results_dir);
+  const std::vector<SweepRow> rows = sweep_table(cfg);
+  const std::string protocol = sweep_protocol(cfg);
   std::cout << "\nValidation perplexity on " << cfg.gen_subset << " (" << protocol << "), rows: model and its "
             << "training length, columns: evaluation length\n\n"
             << sweep_markdown(rows, cfg.lengths) << std::endl;

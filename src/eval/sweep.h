@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "eval/eval_lm.h"
+#include "eval/sweep_report.h"
 
 namespace stretch::eval {
 
@@ -25,6 +26,12 @@ struct SweepConfig {
   // keep their one row.
   bool alibi_interpolate = false;
 };
+
+// The table run_sweep prints and plots: one row per checkpoint (and per +interp variant), one cell
+// per length, computed as eval-lm computes it; writes nothing. The Python module (python/) calls it.
+std::vector<SweepRow> sweep_table(const SweepConfig& config);
+// How the table was measured: "non-overlapping", "sliding window (stride S)", ...
+std::string sweep_protocol(const SweepConfig& config);
 
 int run_sweep(const SweepConfig& config);
 

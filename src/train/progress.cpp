@@ -143,8 +143,18 @@ void Progress::step(int64_t done) {
   if (format_ == LogFormat::Tqdm) draw_bar(false);
 }
 
+// fairseq's _log_to_tensorboard: every stat but num_updates, at step num_updates, as the meter rounds it.
+void Progress::write_tensorboard(const std::string& tag, const Stats& stats, int64_t step) {
+  std::vector<TensorboardScalar> scalars;
+  for (const Stat& s : stats)
+    if (s.key != "num_updates") scalars.push_back({s.key, static_cast<float>(python_round(s.value, s.round))});
+  tensorboard_->write(tag, step, scalars);
+}
+
 void Progress::log(const Stats& stats, int64_t done, int64_t num_updates) {
   done_ = done;
+  if (tensorboard_ && num_updates > 0 && num_updates % log_interval_ == 0)
+    write_tensorboard("train_inner", stats, num_updates);
   char prefix[32];
   std::snprintf(prefix, sizeof prefix, "epoch %03lld", static_cast<long long>(epoch_));
   if (format_ == LogFormat::Tqdm) {  // tqdm.set_postfix: the stats ride on the bar
@@ -172,6 +182,12 @@ void Progress::log(const Stats& stats, int64_t done, int64_t num_updates) {
 }
 
 void Progress::print(const std::string& tag, const std::string& prefix, const Stats& stats) {
+  if (tensorboard_) {
+    int64_t step = 0;  // fairseq: stats["num_updates"]
+    for (const Stat& s : stats)
+      if (s.key == "num_updates") step = static_cast<int64_t>(s.value);
+    write_tensorboard(tag, stats, step);
+  }
   if (format_ == LogFormat::None) return;
   clear_bar();
   if (format_ == LogFormat::Json) {

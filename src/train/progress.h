@@ -17,9 +17,11 @@
 // comparisons between runs; the keys and line layout stay fairseq's.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "train/tensorboard_writer.h"
 #include "train/train_config.h"
 
 namespace stretch::train {
@@ -54,6 +56,9 @@ class Progress {
   void end_epoch();
   // fairseq_log() with the bar cleared first (the next step redraws it).
   void info(const std::string& logger, const std::string& message);
+  // --tensorboard-logdir: log() and print() also write their stats as TensorBoard scalars
+  // (train/tensorboard_writer.h: run = the tag, step = num_updates), whatever the log format.
+  void set_tensorboard(std::unique_ptr<TensorboardWriter> writer) { tensorboard_ = std::move(writer); }
   LogFormat format() const { return format_; }
   int64_t epoch() const { return epoch_; }
 
@@ -71,6 +76,8 @@ class Progress {
   std::string postfix_{};
   size_t last_len_ = 0;
   bool bar_shown_ = false;
+  std::unique_ptr<TensorboardWriter> tensorboard_{};
+  void write_tensorboard(const std::string& tag, const Stats& stats, int64_t step);
 };
 
 }  // namespace stretch::train

@@ -87,6 +87,7 @@ struct TrainConfig {
   LogFormat log_format = LogFormat::Tqdm;
   int64_t log_interval = 100;
   bool log_full_precision = false;        // stretch: JSON log values as numbers with every digit
+  std::string tensorboard_logdir{};       // --tensorboard-logdir: TensorBoard event files (train/tensorboard_writer.h)
   bool no_progress_bar = false;
   int64_t max_consecutive_nan = 10;       // stop after this many skipped non-finite updates in a row
   bool skip_invalid_size_inputs_valid_test = false;

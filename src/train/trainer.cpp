@@ -299,6 +299,8 @@ void check_run_flags(const TrainConfig& c) {
 TrainingRun::TrainingRun(TrainConfig config)
     : c_(std::move(config)), world_(dist::World::get()), progress_(c_.log_format, c_.log_interval, c_.log_full_precision) {
   const TrainConfig& c = c_;
+  if (!c.tensorboard_logdir.empty() && world_.is_main())
+    progress_.set_tensorboard(std::make_unique<TensorboardWriter>(c.tensorboard_logdir));
   data_ = open_lm_data(c.data);
   c_.model["vocab_size"] = data_.vocab_size;
   c_.model["padding_idx"] = data_.pad;
