@@ -42,7 +42,7 @@ if [ "${1:-}" = "--sanitize" ]; then
         -DSTRETCH_BUILD_BENCH=OFF ${STRETCH_DATA_DIR:+-DSTRETCH_DATA_DIR=$STRETCH_DATA_DIR} >/dev/null
   cmake --build build-asan -j "$jobs"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  run_ctest build-asan -j "$jobs" -LE "parity|slow"
+  run_ctest build-asan -j "$jobs" -LE "parity|slow|memlimit"
   exit 0
 fi
 

@@ -12,10 +12,14 @@
 #include "cli/usage_check.h"
 #include "cli/subcommand_name.h"
 #include "core/error.h"
+#include "core/memory_limit_crash.h"
 #include "core/signals.h"
 #include "stretch/version.h"
 
 int main(int argc, char** argv) {
+  // Under a memory limit (ulimit -v) a failed allocation inside oneDNN, or the signal thread's
+  // creation below, crashes or aborts: say so instead (core/memory_limit_crash.h). Starts no thread.
+  stretch::report_crashes_under_memory_limit();
   // First, before any OpenMP / oneDNN / MPI thread exists: SIGINT and SIGTERM go to one thread
   // (core/signals.h; oneDNN issue #4845).
   stretch::receive_stop_signals();

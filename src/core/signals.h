@@ -13,7 +13,9 @@
 //    it after each forward pass and prints the partial result, exit 128+sig. A second signal
 //    exits at once with 128+sig (std::_Exit; nothing is saved).
 //  - SIGHUP, SIGQUIT and the synchronous signals (SIGSEGV, SIGFPE, ...) are left alone: they
-//    keep their default action, which runs no code in the process, so they push no frame.
+//    keep their default action, which runs no code in the process, so they push no frame. The
+//    one exception is a run under a finite memory limit (core/memory_limit_crash.h): SIGSEGV,
+//    SIGBUS and SIGABRT then print what happened and exit 1 (the process is ending anyway).
 //  - Children: the mask is inherited across fork and exec, so spawn through core/subprocess.h
 //    (it restores original_signal_mask()); a plain fork() child gets it back by pthread_atfork.
 //  - Without receive_stop_signals() (unit tests), arm_graceful_stop() calls it; threads that

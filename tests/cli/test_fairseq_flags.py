@@ -15,24 +15,15 @@ Usage: test_fairseq_flags.py STRETCH_BINARY
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import failures, check, finish, run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(HERE, "..", "fixtures", "fairseq")
 DATA = os.path.join(FIX, "data-bin")
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def run(args):
-    return subprocess.run(args, capture_output=True, text=True, timeout=300)
 
 
 def main():
@@ -107,10 +98,7 @@ def main():
     q = run(sin + ["--log-format", "simple"])
     check(q.returncode == 0 and "stretch | progress" in q.stderr, "--log-format simple: progress lines off a terminal")
 
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("all checks passed")
+    sys.exit(finish())
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import argparse
 import math
 import os
 import pty
-import random
 import re
 import signal
 import subprocess
@@ -22,42 +21,8 @@ import sys
 import tempfile
 import time
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def synthetic_text(lines, seed):
-    rng = random.Random(seed)
-    out = []
-    for _ in range(lines):
-        w, words = rng.randrange(200), []
-        for _ in range(rng.randrange(4, 13)):
-            words.append(f"w{w}")
-            w = (w * 7 + 3 + rng.randrange(2)) % 200
-        out.append(" ".join(words))
-    return "\n".join(out) + "\n"
-
-
-def run(cmd, env=None):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-
-
-def read_pty(master):
-    data = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    return data.decode("utf-8", "replace")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import failures, check, finish, synthetic_text, run, read_pty  # noqa: E402
 
 
 def main():
@@ -67,7 +32,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="stretch-eval-progress-")
     for name, lines, seed in (("train", 40, 1), ("valid", 60, 2)):
         with open(os.path.join(tmp, name + ".txt"), "w") as f:
-            f.write(synthetic_text(lines, seed))
+            f.write(synthetic_text(lines, seed, vocab=200))
     data = os.path.join(tmp, "data-bin")
     p = run([b, "preprocess", "--only-source", "--trainpref", os.path.join(tmp, "train.txt"), "--validpref",
              os.path.join(tmp, "valid.txt"), "--destdir", data])
@@ -148,11 +113,7 @@ def main():
         n = len(re.findall(r"stretch \| progress \| sweep [^:]* L=" + str(L) + r": \d+/\d+ tokens", s.stderr))
         check(n == 10, f"sweep cell L={L}: {n} progress lines")
 
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        return 1
-    print(f"ok: eval-lm/sweep progress, SIGINT partial result ({total} tokens)")
-    return 0
+    return finish(f"ok: eval-lm/sweep progress, SIGINT partial result ({total} tokens)")
 
 
 if __name__ == "__main__":

@@ -14,15 +14,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import failures, check, finish  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "fixtures", "fairseq", "data-bin")
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def main():
@@ -56,10 +52,7 @@ def main():
                 check("Likely causes: --lr 3000.0 may be too high for --optimizer sgd; there is no warmup "
                       "(--warmup-updates 0); gradients are not clipped (--clip-norm 0)" in p.stderr,
                       "it names the likely causes")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("all checks passed")
+    sys.exit(finish())
 
 
 if __name__ == "__main__":

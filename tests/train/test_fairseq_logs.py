@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import pty
-import random
 import re
 import struct
 import subprocess
@@ -30,33 +29,13 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fairseq_log_reader as flr  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import failures, check, finish, synthetic_text, run  # noqa: E402
+
 INNER_KEYS = ["loss", "ppl", "wps", "ups", "wpb", "bsz", "num_updates", "lr", "gnorm", "clip", "train_wall", "wall"]
 ROUND = {"loss": 3, "ppl": 2, "wps": 1, "ups": 2, "wpb": 1, "bsz": 1, "gnorm": 3, "clip": 1, "train_wall": 0,
          "wall": 0, "best_loss": 3}
 DETERMINISTIC = ["loss", "ppl", "wpb", "bsz", "num_updates", "lr", "gnorm", "clip", "best_loss"]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def synthetic_text(lines, seed):
-    rng = random.Random(seed)
-    out = []
-    for _ in range(lines):
-        w, words = rng.randrange(300), []
-        for _ in range(rng.randrange(4, 13)):
-            words.append(f"w{w}")
-            w = (w * 7 + 3 + rng.randrange(2)) % 300
-        out.append(" ".join(words))
-    return "\n".join(out) + "\n"
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
 
 
 def train_args(stretch, data, save, fmt, max_update):
@@ -145,7 +124,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="stretch-fairseq-logs-")
     for name, lines, seed in (("train", 60, 1), ("valid", 15, 2)):
         with open(os.path.join(tmp, name + ".txt"), "w") as f:
-            f.write(synthetic_text(lines, seed))
+            f.write(synthetic_text(lines, seed, vocab=300))
     data = os.path.join(tmp, "data-bin")
     p = run([args.stretch, "preprocess", "--only-source", "--trainpref", os.path.join(tmp, "train.txt"),
              "--validpref", os.path.join(tmp, "valid.txt"), "--destdir", data])
@@ -234,12 +213,8 @@ def main():
     check(c1["train_wall"] > 0 and c2["train_wall"] > c1["train_wall"], f"train_wall {c1} then {c2}")
     check(c2["epoch_train_wall"] > c1["epoch_train_wall"], "the epoch's train_wall continues too")
 
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        return 1
-    print(f"ok: simple/json/none/tqdm read as fairseq's logs ({len(inner)} train_inner, {len(valid)} valid, "
+    return finish(f"ok: simple/json/none/tqdm read as fairseq's logs ({len(inner)} train_inner, {len(valid)} valid, "
           f"{len(train)} train lines; epoch of {size} updates, stop at {max_update})")
-    return 0
 
 
 if __name__ == "__main__":

@@ -20,16 +20,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fairseq_log_reader as flr  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import failures, check, finish  # noqa: E402
+
 FIX = os.path.join(HERE, "..", "fixtures", "fairseq")
 ROUND = {"loss": 3, "ppl": 2, "wps": 1, "ups": 2, "wpb": 1, "bsz": 1, "gnorm": 3, "clip": 1, "train_wall": 0,
          "wall": 0, "best_loss": 3}
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def records(text):
@@ -100,10 +96,7 @@ def main():
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             check(p.returncode == 0, f"stretch train --log-format {f} ({p.stderr[-500:]!r})")
             compare(f, records(text), records(p.stdout))
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("all checks passed")
+    sys.exit(finish())
 
 
 if __name__ == "__main__":
