@@ -45,7 +45,9 @@ struct TransformerXLConfig {
   bool zero_memory_start() const { return !xl_original; }
   // The cutoffs fairseq keeps (those < V); validate() refuses a non-empty result.
   std::vector<int64_t> kept_cutoffs() const;
-  void validate() const;  // usage errors naming flag, key and value
+  void validate() const;  // usage errors naming flag, key and value (any vocabulary size)
+  // With the dictionary's V: cutoffs below V need the adaptive softmax (not built: a usage error).
+  void check_vocabulary() const;
   nlohmann::json to_json() const;
   static TransformerXLConfig from_json(const nlohmann::json& j);
   void apply_overrides(const nlohmann::json& overrides, const std::string& source = "--model-overrides");

@@ -42,6 +42,7 @@ TransformerXL::TransformerXL(TransformerXLConfig config) : config_(std::move(con
                    " layers have distinct dropout masks",
                "use fewer layers");
   if (c.vocab_size <= 0) fail_usage("transformer_xl: vocab_size is not set", "it comes from dict.txt");
+  c.check_vocabulary();
   const int64_t C = c.d_model, H = c.n_head, D = c.d_head, HD = c.inner_dim(), V = c.vocab_size;
   const std::string top = "decoder.model.transformer.";
   if (c.shared_r()) {  // HF registers the model's own parameters before its modules
