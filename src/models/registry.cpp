@@ -5,12 +5,14 @@
 
 #include "core/error.h"
 #include "models/transformer_lm/family.h"
+#include "models/transformer_xl/family.h"
 
 namespace stretch::models {
 
 std::vector<const Family*> families() {
   static const std::vector<const Family*> list = {
       &transformer_lm_family(),
+      &transformer_xl_family(),
   };
   return list;
 }

@@ -72,6 +72,11 @@ void HiddenMemory::update(const std::vector<Tensor>& inputs, const Tensor& pad, 
   pad_ = kept.view({rows, kept.dim(1)});
 }
 
+void HiddenMemory::start_zeros(int64_t rows, int64_t memory, int64_t width) {
+  for (auto& t : layers_) t = Tensor::zeros({rows, memory, width});
+  pad_ = Tensor::zeros({rows, memory}, DType::U8);
+}
+
 void HiddenMemory::keep_last(int64_t memory) {
   if (!pad_.defined() || pad_.dim(1) <= memory) return;
   const int64_t rows = pad_.dim(0);

@@ -42,6 +42,9 @@ class HiddenMemory final : public SegmentState {
   void check_rows(int64_t rows) const;
   // After a segment: inputs[l] [B, T, C] (layer l's inputs), pad [B, T] U8 (undefined: no padding).
   void update(const std::vector<Tensor>& inputs, const Tensor& pad, int64_t rows, int64_t tokens);
+  // HuggingFace TransfoXL's init_mems (transformer_xl's default): every layer holds `memory` rows
+  // of zeros [B, memory, width], none of them padding; the position is unchanged.
+  void start_zeros(int64_t rows, int64_t memory, int64_t width);
 
  private:
   std::vector<Tensor> layers_;  // [L] of [B, S, C]
