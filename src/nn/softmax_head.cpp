@@ -9,7 +9,7 @@
 
 namespace stretch::nn {
 
-Var SoftmaxHead::logits(const Var& hidden) const { return autograd::linear(hidden, weight_, Var()); }
+Var SoftmaxHead::logits(const Var& hidden) const { return autograd::linear(hidden, weight_, bias_); }
 
 HeadLoss SoftmaxHead::loss(const Var& hidden, const Tensor& targets, int32_t pad, LossUse use) const {
   HeadLoss out;

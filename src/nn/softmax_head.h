@@ -1,5 +1,5 @@
 // nn/softmax_head.h — the full-softmax output head with fairseq's cross_entropy criterion:
-// logits = hidden · weight [V, C]ᵀ (no bias; weight may be the tied token embedding), summed
+// logits = hidden · weight [V, C]ᵀ (+ bias [V] when given; weight may be the tied token embedding), summed
 // NLL over non-pad targets, sample_size = non-pad targets. Training uses the in-place fused
 // cross-entropy (the logits buffer becomes its own gradient: one expf pass per logit).
 #pragma once
@@ -9,7 +9,7 @@ namespace stretch::nn {
 
 class SoftmaxHead final : public OutputHead {
  public:
-  explicit SoftmaxHead(Var weight) : weight_(std::move(weight)) {}
+  explicit SoftmaxHead(Var weight, Var bias = Var()) : weight_(std::move(weight)), bias_(std::move(bias)) {}
   int64_t vocab_size() const override { return weight_.shape()[0]; }
   HeadLoss loss(const Var& hidden, const Tensor& targets, int32_t pad, LossUse use) const override;
   void target_nll(const Tensor& hidden, std::span<const int64_t> rows, std::span<const int32_t> targets, float* nll,
@@ -20,6 +20,7 @@ class SoftmaxHead final : public OutputHead {
 
  private:
   Var weight_;  // [V, C]
+  Var bias_;    // [V] or undefined (fairseq's transformer_lm has none; adaptive_span's out_emb has one)
 };
 
 }  // namespace stretch::nn
