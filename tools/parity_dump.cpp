@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <iostream>
 
 #include "autograd/functions.h"
@@ -95,7 +96,9 @@ int model_dump(models::LanguageModel& model, int64_t batch, int64_t len, int64_t
 // --segments K (a family with training memory, e.g. --mem-len): K consecutive batches through
 // one SegmentState in training mode (dropout 0 in the parity configs), each segment's loss
 // backward in turn, so the gradients are the sum over the K segments with the memory detached.
-// Writes src_tokens / target [K, B, T], logits [K, B, T, V], loss [K] and the summed "grad.<name>".
+// Writes src_tokens / target [K, B, T], logits [K, B, T, V], loss [K] (the head's), aux_loss [K] (the
+// family's aux_loss(), 0 without; added to the loss before backward, as train_update does),
+// sample_size [K] (the head's), metric.<key> [K] (train_metrics()) and the summed "grad.<name>".
 int segments_dump(models::LanguageModel& model, int64_t segments, int64_t batch, int64_t len, int64_t pad,
                   uint64_t seed, const std::string& dump) {
   const models::ModelInfo cfg = model.info();
@@ -105,6 +108,8 @@ int segments_dump(models::LanguageModel& model, int64_t segments, int64_t batch,
   const int64_t V = cfg.vocab_size;
   Tensor all_src = Tensor::empty({segments, batch, len}, DType::I32), all_tgt = Tensor::empty({segments, batch, len}, DType::I32);
   Tensor all_logits = Tensor::empty({segments, batch, len, V}), losses = Tensor::empty({segments});
+  Tensor aux_losses = Tensor::zeros({segments}), sample_sizes = Tensor::zeros({segments});
+  std::map<std::string, Tensor> metrics;  // the family's train_metrics() per segment
   model.params().zero_grad();
   for (int64_t k = 0; k < segments; ++k) {
     Tensor src = Tensor::empty({batch, len}, DType::I32), tgt = Tensor::empty({batch, len}, DType::I32);
@@ -116,13 +121,25 @@ int segments_dump(models::LanguageModel& model, int64_t segments, int64_t batch,
       Tensor logits = model.head().log_scores(hidden.value());  // [B, T, V]
       std::copy_n(logits.f32(), batch * len * V, all_logits.f32() + k * batch * len * V);
     }
-    autograd::Var loss = model.head().loss(hidden, tgt, cfg.padding_idx, nn::LossUse::Training).loss;
+    const nn::HeadLoss head = model.head().loss(hidden, tgt, cfg.padding_idx, nn::LossUse::Training);
+    autograd::Var loss = head.loss;
+    sample_sizes.f32()[k] = static_cast<float>(head.sample_size);
+    if (autograd::Var aux = model.aux_loss(); aux.defined()) {  // as train_update adds it
+      aux_losses.f32()[k] = aux.value().f32()[0];
+      loss = autograd::add(loss, aux);
+    }
+    for (const auto& [key, value] : model.train_metrics()) {
+      if (!metrics.count(key)) metrics[key] = Tensor::zeros({segments});
+      metrics[key].f32()[k] = static_cast<float>(value);
+    }
     autograd::tape().backward(loss);
-    losses.f32()[k] = loss.value().f32()[0];
+    losses.f32()[k] = head.loss.value().f32()[0];
     std::copy_n(src.i32(), batch * len, all_src.i32() + k * batch * len);
     std::copy_n(tgt.i32(), batch * len, all_tgt.i32() + k * batch * len);
   }
-  NamedTensors out = {{"src_tokens", all_src}, {"target", all_tgt}, {"logits", all_logits}, {"loss", losses}};
+  NamedTensors out = {{"src_tokens", all_src}, {"target", all_tgt}, {"logits", all_logits}, {"loss", losses},
+                      {"aux_loss", aux_losses}, {"sample_size", sample_sizes}};
+  for (const auto& [key, t] : metrics) out.emplace_back("metric." + key, t);
   for (const auto& [name, var] : model.params().items()) out.emplace_back("grad." + name, var.grad());
   save_safetensors(dump, out, {{"config", model.config_json().dump()}, {"segments", std::to_string(segments)}});
   std::cout << "segments " << segments << ", last loss " << losses.f32()[segments - 1] << "\n";

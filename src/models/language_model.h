@@ -13,7 +13,9 @@
 //     (new_segment_state): features() reads the earlier segments' state and appends this one.
 //   * head(): the output head that owns the loss (nn/output_head.h).
 //   * aux_loss(): an extra scalar added to the head's training loss after features() (undefined:
-//     none). after_step(): called after every applied optimizer step (e.g. clamping).
+//     none); it is in the gradient, not in the logged loss. after_step(): called after every
+//     applied optimizer step (e.g. clamping). train_metrics(): extra (key, value) pairs of the
+//     last training forward that the train log averages over updates (Adaptive Span's avg_span).
 //   * new_segment_state(use): state carried across calls. Generation (SegmentUse::Decode): the
 //     KV cache; Memory: evaluation over consecutive segments keeping the last M tokens (a family
 //     whose positions are absolute refuses with a usage error); Training: memory across
@@ -23,6 +25,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "autograd/var.h"
 #include "nn/output_head.h"
@@ -82,6 +86,7 @@ class LanguageModel {
   virtual const nn::OutputHead& head() const = 0;
   virtual Var aux_loss() { return Var(); }
   virtual void after_step() {}
+  virtual std::vector<std::pair<std::string, double>> train_metrics() const { return {}; }
   virtual std::unique_ptr<SegmentState> new_segment_state(SegmentUse use) const = 0;
 };
 

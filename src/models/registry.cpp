@@ -1,9 +1,11 @@
 // models/registry.cpp — the family list (one line per family) and the lookups of registry.h.
 #include "models/registry.h"
 
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
+#include "models/adaptive_span/family.h"
 #include "models/transformer_lm/family.h"
 #include "models/transformer_xl/family.h"
 
@@ -13,6 +15,7 @@ std::vector<const Family*> families() {
   static const std::vector<const Family*> list = {
       &transformer_lm_family(),
       &transformer_xl_family(),
+      &adaptive_span_family(),
   };
   return list;
 }
@@ -99,8 +102,17 @@ std::vector<FieldSpec> model_fields() {
   std::vector<FieldSpec> out;
   std::set<std::string> seen;
   for (const Family* f : families())
-    for (const auto& s : f->fields)
-      if (seen.insert(s.key).second) out.push_back(s);
+    for (const auto& s : f->fields) {
+      if (seen.insert(s.key).second) {
+        out.push_back(s);
+        continue;
+      }
+      // A key two families share (criterion): one flag accepting either family's choices.
+      for (auto& o : out)
+        if (o.key == s.key && o.kind == FieldKind::Choice)
+          for (const auto& c : s.choices)
+            if (std::find(o.choices.begin(), o.choices.end(), c) == o.choices.end()) o.choices.push_back(c);
+    }
   return out;
 }
 

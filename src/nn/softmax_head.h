@@ -1,6 +1,6 @@
 // nn/softmax_head.h — the full-softmax output head with fairseq's cross_entropy criterion:
-// logits = hidden · weight [V, C]ᵀ (+ bias [V] when given: Transformer-XL's out_layers.0; weight may
-// be the tied token embedding), summed
+// logits = hidden · weight [V, C]ᵀ (+ bias [V] when given: Transformer-XL's out_layers.0, adaptive_span's out_emb; weight may be
+// the tied token embedding), summed
 // NLL over non-pad targets, sample_size = non-pad targets. Training uses the in-place fused
 // cross-entropy (the logits buffer becomes its own gradient: one expf pass per logit).
 #pragma once
@@ -21,7 +21,7 @@ class SoftmaxHead final : public OutputHead {
 
  private:
   Var weight_;  // [V, C]
-  Var bias_;    // [V] or undefined
+  Var bias_;    // [V] or undefined (fairseq's transformer_lm has none; adaptive_span's out_emb has one)
 };
 
 }  // namespace stretch::nn

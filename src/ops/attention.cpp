@@ -160,7 +160,10 @@ double span_mask_value(const SpanMaskOptions& o, double z, int64_t dist) {
 double span_mask_dz(const SpanMaskOptions& o, double z, int64_t dist) {
   const double x = (static_cast<double>(o.ramp) + z * static_cast<double>(o.max_span) -
                     static_cast<double>(dist - 1)) / static_cast<double>(o.ramp);
-  return x > 0.0 && x < 1.0 ? static_cast<double>(o.max_span) / static_cast<double>(o.ramp) : 0.0;
+  const bool closed = o.edges == SpanMaskEdges::Closed;
+  const bool lower = closed && o.mode == SpanMaskMode::AfterSoftmax ? x >= 0.0 : x > 0.0;
+  const bool upper = closed ? x <= 1.0 : x < 1.0;
+  return lower && upper ? static_cast<double>(o.max_span) / static_cast<double>(o.ramp) : 0.0;
 }
 
 float attention_scale(const AttentionParams& p) {

@@ -44,7 +44,7 @@
 // AttentionGrads (null pointer = not learnable, not computed): dslopes [H] is ∂L/∂slopes
 // (the raw slopes, before slope_scale), dt5_table [NB, H] is ∂L/∂table, drel_r ∂L/∂R in R's own
 // layout (clamped distances summed onto row clamp; Shared: summed over heads), drel_u/drel_w [H, D],
-// dspan_z [span.heads] (∂m/∂z = L/R strictly inside the ramp, 0 at and beyond its ends).
+// dspan_z [span.heads] (∂m/∂z = L/R inside the ramp, at its ends by SpanMaskEdges, 0 beyond).
 // The soft mask after the softmax keeps the backward's delta_i = dout_i·out_i: with dP_ij =
 // m_ij Z_ij dout_i·v_j, Σ_j P_ij dP_ij = dout_i·Σ_j P_ij m_ij Z_ij v_j = dout_i·out_i.
 // Backward needs the forward's out and lse; it recomputes the probabilities from lse.
@@ -113,14 +113,20 @@ struct RelKeyOptions {
 // LogBeforeSoftmax (the original, renormalised): score += log m_h(d); m = 0 makes the key invisible,
 //   so such key tiles are never visited (the kernel narrows the window to where some m_h > 0).
 enum class SpanMaskMode : uint8_t { AfterSoftmax, LogBeforeSoftmax };
+// Where ∂m/∂z = L/R holds, with x = (R + z·L − (d − 1))/R: Open 0 < x < 1 (strictly inside the ramp);
+// Closed 0 ≤ x ≤ 1, torch's clamp gradient, which passes at both ends (fairseq's port at z = 0, where
+// x is exactly 1 at d = 1 and 0 at d = R + 1; the family uses it). With LogBeforeSoftmax the lower end
+// (m = 0, an invisible key) stays open in both.
+enum class SpanMaskEdges : uint8_t { Open, Closed };
 struct SpanMaskOptions {
   const float* z = nullptr;  // [heads] current span fraction z (null: no soft mask)
   int64_t heads = 0;         // H (per-head spans) or 1 (one z for the layer, broadcast)
   float ramp = 32.f;         // R > 0
   int64_t max_span = 0;      // L >= 1
   SpanMaskMode mode = SpanMaskMode::AfterSoftmax;
+  SpanMaskEdges edges = SpanMaskEdges::Open;
 };
-// m_h(d) and ∂m/∂z (max_span/ramp strictly inside the ramp, else 0) for one z.
+// m_h(d) and ∂m/∂z (max_span/ramp on the ramp, its ends by `edges`, else 0) for one z.
 double span_mask_value(const SpanMaskOptions& o, double z, int64_t dist);
 double span_mask_dz(const SpanMaskOptions& o, double z, int64_t dist);
 

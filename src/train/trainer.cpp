@@ -271,6 +271,7 @@ class TrainingRun {
   // Running sums for the log interval (fairseq's "train_inner" meters).
   double log_loss_ = 0, log_tokens_ = 0, log_gnorm_ = 0, log_clip_ = 0, log_bsz_ = 0, log_t0_ = 0, log_train_wall_ = 0;
   int64_t log_updates_ = 0;
+  std::vector<std::pair<std::string, double>> log_metrics_;  // the family's train_metrics(), summed over the interval
 };
 
 // The groups of --update-freq batches of an epoch of `nb` batches (fairseq's GroupedIterator length),
@@ -609,6 +610,10 @@ void TrainingRun::after_update(const UpdateResult& r, double step_seconds, int64
   log_clip_ += clipped;
   log_train_wall_ += step_seconds;
   ++log_updates_;
+  const auto metrics = model_->train_metrics();  // e.g. Adaptive Span's avg_span, max_span
+  if (log_metrics_.size() != metrics.size()) log_metrics_.assign(metrics.begin(), metrics.end());
+  else
+    for (size_t i = 0; i < metrics.size(); ++i) log_metrics_[i].second += metrics[i].second;
   if (!world_.is_main()) return;
   progress_.step(done);
   if (state_.num_updates % c.log_interval != 0) return;
@@ -625,6 +630,8 @@ void TrainingRun::after_update(const UpdateResult& r, double step_seconds, int64
               {"lr", lr_now(), -1},
               {"gnorm", log_gnorm_ / updates, 3}};
   if (c.optim.clip_norm > 0) st.push_back({"clip", 100.0 * log_clip_ / updates, 1});
+  for (const auto& [key, sum] : log_metrics_) st.push_back({key, sum / updates, 3});
+  log_metrics_.clear();
   st.push_back({"train_wall", log_train_wall_, 0});
   st.push_back({"wall", now_seconds() - t_start_, 0});
   progress_.log(st, done, state_.num_updates);

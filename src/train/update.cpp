@@ -35,7 +35,7 @@ UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch>
     autograd::Var loss = head.loss;
     if (autograd::Var aux = model.aux_loss(); aux.defined()) loss = autograd::add(loss, aux);
     autograd::tape().backward(loss);
-    sums[0] += loss.value().f32()[0];
+    sums[0] += head.loss.value().f32()[0];  // the logged loss: the head's, without the aux term
     sums[1] += static_cast<double>(b.ntokens);
     sums[2] += static_cast<double>(b.src.dim(0));
     sums[3] += b.sample_size > 0 ? static_cast<double>(b.sample_size) : head.sample_size;

@@ -6,7 +6,8 @@
 //   1. zero the gradients; for each micro-batch i: features in training mode (dropout stream
 //      (seed, update = num_updates, micro = i); the family's training segment state, if any),
 //      the head's loss (SUMMED NLL over non-pad targets for cross_entropy) plus the family's
-//      aux_loss, backward (gradients accumulate);
+//      aux_loss, backward (gradients accumulate); loss_sum is the heads' losses only (the aux
+//      term is in the gradient, not in the logged loss, as fairseq's adaptive_span_loss logs it);
 //   2. all-reduce the gradients and (loss, sample size, ntokens, nsentences) over the world (sums);
 //   3. a non-finite loss or gradient: nothing else happens (parameters, optimizer state and
 //      num_updates unchanged), the result says applied = false and the caller warns / stops;

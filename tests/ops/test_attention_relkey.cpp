@@ -402,6 +402,53 @@ TEST(SpanMaskByHand, ConformanceValuesAtZeroAndRamp32) {
   }
 }
 
+// ∂L/∂z at the ramp's ends (SpanMaskEdges). The setting above (one query, 39 visible keys, uniform
+// P = 1/39, v_j = e_j) with dout = 1 everywhere: ∂L/∂z = Σ_j P_j·(dout·v_j)·∂m/∂z(d_j) = (1/39)·(L/R)·n,
+// n = the distances where ∂m/∂z = L/R. At z = 0, R = 32, x = (32 − (d − 1))/32: x = 1 at d = 1, x = 0
+// at d = 33. Open (0 < x < 1): d = 2..32, n = 31; Closed (torch's clamp, 0 ≤ x ≤ 1): d = 1..33, n = 33.
+// The renormalised form keeps the lower end open (m = 0 is an invisible key): n = 32 with Closed.
+TEST(SpanMaskByHand, GradientAtTheRampEndsFollowsTheEdgeRule) {
+  const int64_t S = 40;
+  AttentionParams p;
+  p.b = 1, p.h = 1, p.t = 1, p.s = S, p.d = S, p.min_distance = 1;
+  const float z = 0.f;
+  p.span = SpanMaskOptions{.z = &z, .heads = 1, .ramp = 32.f, .max_span = 8192};
+  std::vector<float> q(S, 0.f), k(S * S, 0.f), v(S * S, 0.f), out(S), dout(S, 1.f);
+  for (int64_t j = 0; j < S; ++j) v[j * S + j] = 1.f;
+  const double LR = 8192.0 / 32.0;
+  EXPECT_EQ(span_mask_dz(p.span, 0.0, 1), 0.0);
+  EXPECT_EQ(span_mask_dz(p.span, 0.0, 33), 0.0);
+  p.span.edges = SpanMaskEdges::Closed;
+  EXPECT_EQ(span_mask_dz(p.span, 0.0, 1), LR);
+  EXPECT_EQ(span_mask_dz(p.span, 0.0, 33), LR);
+  EXPECT_EQ(span_mask_dz(p.span, 0.0, 34), 0.0);
+  for (auto edges : {SpanMaskEdges::Open, SpanMaskEdges::Closed}) {
+    {
+      p.span.edges = edges;
+      const double n = edges == SpanMaskEdges::Closed ? 33.0 : 31.0;
+      for (int impl = 0; impl < 2; ++impl) {
+        float lse = 0.f, dz = 0.f;
+        std::vector<float> dq(S, 0.f), dk(S * S, 0.f), dv(S * S, 0.f);
+        AttentionGrads g;
+        g.dspan_z = &dz;
+        if (impl == 0) {
+          attention_forward(out.data(), &lse, q.data(), k.data(), v.data(), p);
+          attention_backward(dq.data(), dk.data(), dv.data(), g, dout.data(), q.data(), k.data(), v.data(), out.data(),
+                             &lse, p);
+        } else {
+          ref::attention_forward(out.data(), &lse, q.data(), k.data(), v.data(), p);
+          ref::attention_backward(dq.data(), dk.data(), dv.data(), g, dout.data(), q.data(), k.data(), v.data(),
+                                  out.data(), &lse, p);
+        }
+        EXPECT_NEAR(dz, n / 39.0 * LR, 1e-3) << "impl " << impl << " closed " << (edges == SpanMaskEdges::Closed);
+      }
+    }
+  }
+  p.span.mode = SpanMaskMode::LogBeforeSoftmax;
+  EXPECT_EQ(span_mask_dz(p.span, 0.0, 1), LR);   // upper end closed
+  EXPECT_EQ(span_mask_dz(p.span, 0.0, 33), 0.0);  // m = 0: invisible, stays open
+}
+
 // The renormalised form skips keys where every head's m is 0: R = 4, L = 16, z = (0.3, 0.1):
 // m_h(d) > 0 iff d − 1 < R + z_h·L, i.e. d < 9.8 for the larger z, so the window is 10.
 TEST(SpanMaskByHand, RenormalisedWindowFollowsTheLargestSpan) {

@@ -1,0 +1,108 @@
+// tests/train/test_adaptive_span_train.cpp — the seed 004 Adaptive Span commands through the binary
+// with the program name swapped, scaled down only in --max-update and sizes (issue 14):
+//   fairseq-train --user-dir examples/adaptive_span --data DATA --fp16-no-flatten-grads --max-update N
+//     --task truncated_bptt_lm --tokens-per-sample T --arch adaptive_span --n-layer --d-model --n-head
+//     --d-inner --dropout 0.3 --attn-span --optimizer adagrad_with_grad_clip --adagrad-clip 0.03
+//     --validate-interval-updates --lr-scheduler fixed --warmup-updates --batch-size-valid --lr 0.07
+//     --criterion adaptive_span_loss --batch-size --update-freq 1 --seed 2 --log-format json
+//     --log-interval --aux-loss-scaler 5e-07
+//   fairseq-eval-lm DATA --path checkpoint --user-dir ... --task truncated_bptt_lm --batch-size 8
+//     --tokens-per-sample T --gen-subset test
+// Checks: the JSON train lines carry loss, avg_span and max_span; --user-dir and
+// --fp16-no-flatten-grads are reported once each; checkpoint_last holds the span cache; a kill -9
+// and restart continues bit for bit (cache and z included); eval-lm runs on the checkpoint.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstring>
+
+#include "tensor/safetensors.h"
+#include "train_test_util.h"
+
+namespace stretch::train {
+namespace {
+
+using namespace testing;
+
+std::vector<std::string> span_train_args(const std::string& data, const std::string& save) {
+  return {"train", "--user-dir", "examples/adaptive_span", "--data", data, "--fp16-no-flatten-grads",
+          "--max-update", "10", "--task", "truncated_bptt_lm", "--tokens-per-sample", "16", "--arch", "adaptive_span",
+          "--n-layer", "2", "--d-model", "16", "--n-head", "2", "--d-inner", "32", "--dropout", "0.3",
+          "--attn-span", "96", "--optimizer", "adagrad_with_grad_clip", "--adagrad-clip", "0.03",
+          "--validate-interval-updates", "5", "--lr-scheduler", "fixed", "--warmup-updates", "4",
+          "--batch-size-valid", "2", "--lr", "0.07", "--criterion", "adaptive_span_loss", "--batch-size", "2",
+          "--update-freq", "1", "--seed", "2", "--log-format", "json", "--log-interval", "1", "--aux-loss-scaler",
+          "5e-07", "--save-interval-updates", "5", "--log-full-precision", "--threads", "1", "--no-progress-bar",
+          "--save-dir", save};
+}
+
+std::map<int64_t, nlohmann::json> inner_lines(const std::string& out) {
+  std::map<int64_t, nlohmann::json> m;
+  for (const auto& j : json_lines(out))
+    if (j.contains("num_updates") && j.contains("avg_span"))
+      m[j.at("num_updates").get<int64_t>()] = {j.at("loss"), j.at("gnorm"), j.at("avg_span"), j.at("max_span")};
+  return m;
+}
+
+TEST(AdaptiveSpanTrain, Seed004CommandTrainsResumesAndEvaluates) {
+  TempDir dir;
+  const std::string data = make_data_bin(dir);
+  const RunResult ref = run_stretch(span_train_args(data, dir / "ref"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  const auto want = inner_lines(ref.out);
+  ASSERT_EQ(want.size(), 10u) << ref.out;
+  // At init z = 0: avg and max span = clamp(ceil(0·96) + 32, 0, 96) = 32 (the ramp).
+  EXPECT_EQ(want.at(1).at(2), 32.0);
+  EXPECT_EQ(want.at(1).at(3), 32.0);
+  EXPECT_EQ(count_of(ref.err + ref.out, "--user-dir"), 1) << ref.err;
+  EXPECT_EQ(count_of(ref.err + ref.out, "--fp16-no-flatten-grads"), 1) << ref.err;
+  EXPECT_LT(want.at(10).at(0).get<double>(), want.at(1).at(0).get<double>());
+  // The span cache is in the checkpoint: layer 0 holds min(96, L − trim + 64) rows once grown; at
+  // z ≈ 0 the trim is 64·floor(min(95, 96 − 32)/64) = 64, so the cache size is 96 and after 10 blocks
+  // of 16 it is full: [B = 2, 96, C = 16].
+  const SafetensorsFile ck = load_safetensors(dir / "ref/checkpoint_last.pt");
+  ASSERT_NE(ck.find("segment.span_cache.0"), nullptr);
+  EXPECT_EQ(ck.find("segment.span_cache.0")->shape(), (Shape{2, 96, 16}));
+  ASSERT_NE(ck.find("decoder.model.layers.1.attn.attn.adaptive_span._mask.current_val"), nullptr);
+  {
+    Child c(span_train_args(data, dir / "killed"), {{"STRETCH_TEST_STALL_AT_UPDATE", "7"}});
+    ASSERT_TRUE(c.wait_for_stderr("stretch-test: stalled at update 7"));
+    c.signal(SIGKILL);
+    c.wait();
+  }
+  const RunResult r = run_stretch(span_train_args(data, dir / "killed"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto got = inner_lines(r.out);
+  ASSERT_EQ(got.size(), 5u);  // updates 6..10 after the checkpoint of update 5
+  for (const auto& [u, v] : got) EXPECT_EQ(v, want.at(u)) << "update " << u;
+  const SafetensorsFile b = load_safetensors(dir / "killed/checkpoint_last.pt");
+  ASSERT_EQ(ck.tensors.size(), b.tensors.size());
+  for (const auto& [name, t] : ck.tensors) {
+    const Tensor* u = b.find(name);
+    ASSERT_NE(u, nullptr) << name;
+    ASSERT_EQ(t.shape(), u->shape()) << name;
+    EXPECT_EQ(std::memcmp(t.bytes(), u->bytes(), t.nbytes()), 0) << name;
+  }
+  // The seed's evaluation command (batch size scaled to the tiny split).
+  const RunResult e = run_stretch({"eval-lm", data, "--path", dir / "ref/checkpoint_last.pt", "--user-dir",
+                                   "examples/adaptive_span", "--task", "truncated_bptt_lm", "--batch-size", "2",
+                                   "--tokens-per-sample", "16", "--gen-subset", "valid", "--results-json",
+                                   dir / "e.json"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const nlohmann::json j = nlohmann::json::parse(read_file(dir / "e.json"));
+  EXPECT_GT(j.at("count").get<int64_t>(), 0);
+  EXPECT_TRUE(std::isfinite(j.at("loss_base2").get<double>()));
+  // The original's switches train too; a transformer_lm flag is refused, naming it.
+  std::vector<std::string> orig = span_train_args(data, dir / "orig");
+  orig.insert(orig.end(), {"--adapt-span-renormalise", "--adapt-span-clamp", "after_step", "--max-update", "3"});
+  const RunResult o = run_stretch(orig);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  std::vector<std::string> bad = span_train_args(data, dir / "bad");
+  bad.insert(bad.end(), {"--decoder-layers", "3"});
+  const RunResult x = run_stretch(bad);
+  EXPECT_EQ(x.exit_code, 2);
+  EXPECT_NE(x.err.find("decoder_layers"), std::string::npos) << x.err;
+}
+
+}  // namespace
+}  // namespace stretch::train
