@@ -1,9 +1,11 @@
 // models/registry.cpp — the family list (one line per family) and the lookups of registry.h.
 #include "models/registry.h"
 
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
+#include "models/roberta/family.h"
 #include "models/transformer_lm/family.h"
 
 namespace stretch::models {
@@ -11,6 +13,7 @@ namespace stretch::models {
 std::vector<const Family*> families() {
   static const std::vector<const Family*> list = {
       &transformer_lm_family(),
+      &roberta_family(),
   };
   return list;
 }
@@ -94,11 +97,19 @@ nlohmann::json model_keys(const nlohmann::json& flat, const std::string& source)
 }
 
 std::vector<FieldSpec> model_fields() {
+  // A key two families share keeps the first family's flag and help; a choice accepts the values
+  // of every family (each family's parser then refuses the ones it lacks, naming the flag).
   std::vector<FieldSpec> out;
-  std::set<std::string> seen;
   for (const Family* f : families())
-    for (const auto& s : f->fields)
-      if (seen.insert(s.key).second) out.push_back(s);
+    for (const auto& s : f->fields) {
+      auto it = std::find_if(out.begin(), out.end(), [&](const FieldSpec& o) { return o.key == s.key; });
+      if (it == out.end()) {
+        out.push_back(s);
+        continue;
+      }
+      for (const std::string& c : s.choices)
+        if (std::find(it->choices.begin(), it->choices.end(), c) == it->choices.end()) it->choices.push_back(c);
+    }
   return out;
 }
 
