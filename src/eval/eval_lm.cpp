@@ -1,5 +1,6 @@
 // eval/eval_lm.cpp — see eval_lm.h.
 #include "eval/eval_lm.h"
+#include "eval/masked_lm_eval.h"
 
 #include <algorithm>
 #include <chrono>
@@ -409,8 +410,12 @@ nlohmann::json alibi_interpolation_overrides(const std::string& path, const nloh
 }
 
 int run_eval_lm(const EvalLmConfig& cfg) {
+  if (cfg.options.protocol == EvalProtocol::MaskedLm) return run_masked_lm_eval(cfg);
   models::ModelFile ck;
   auto model = load_eval_model(cfg.path, cfg.overrides, &ck);
+  if (model->info().family == "roberta")
+    fail_usage(cfg.path + " is a roberta encoder: it predicts masked tokens, not the next one",
+               "evaluate it with `stretch eval-lm ... --task masked_lm` (masked-token perplexity)");
   double slope_scale = 1.0;
   if (cfg.alibi_interpolate) {
     const int64_t train_length = model->info().tokens_per_sample;

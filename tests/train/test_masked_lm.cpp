@@ -165,6 +165,28 @@ TEST(MaskedLm, ShortTrainingRunLearns) {
     if (j.contains("valid_loss")) valid.push_back(j.at("valid_loss").get<double>());
   ASSERT_GE(valid.size(), 2u) << r.out;
   EXPECT_LT(valid.back(), valid.front() - 0.25) << valid.front() << " -> " << valid.back();
+
+  // eval-lm --task masked_lm: the validation masks (seed 1, epoch 1) at the training length give
+  // the last validation's loss; twice the length runs (symmetric ALiBi extrapolates).
+  const std::string ck = dir / "ck/checkpoint_last.pt";
+  auto e = testing::run_stretch({"eval-lm", data, "--path", ck, "--task", "masked_lm", "--gen-subset", "valid",
+                                 "--results-json", dir / "r32.json", "--log-format", "none"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(e.out.find("Loss (base 2): "), std::string::npos) << e.out;
+  const nlohmann::json r32 = nlohmann::json::parse(stretch::testing::read_file(dir / "r32.json"));
+  EXPECT_EQ(r32.at("protocol"), "masked_lm");
+  EXPECT_GT(r32.at("count").get<int64_t>(), 0);
+  EXPECT_NEAR(r32.at("loss_base2").get<double>(), valid.back(), 2e-3);  // fairseq logs {:.3f}
+  e = testing::run_stretch({"eval-lm", data, "--path", ck, "--task", "masked_lm", "--gen-subset", "valid",
+                            "--tokens-per-sample", "64", "--log-format", "none"});
+  EXPECT_EQ(e.exit_code, 0) << e.err;
+  // A decoder's protocol on an encoder, and decoder-only options, are usage errors.
+  e = testing::run_stretch({"eval-lm", data, "--path", ck});
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.err.find("--task masked_lm"), std::string::npos) << e.err;
+  e = testing::run_stretch({"eval-lm", data, "--path", ck, "--task", "masked_lm", "--context-window", "8"});
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.err.find("--context-window"), std::string::npos) << e.err;
 }
 
 }  // namespace
