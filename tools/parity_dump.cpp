@@ -9,6 +9,7 @@
 //    (check_trajectory.py). OPT.json holds fairseq names: optimizer, lr, momentum,
 //    weight_decay, adam_betas, adam_eps, lr_scheduler, warmup_updates, warmup_init_lr, min_lr,
 //    max_lr, lr_period_updates, t_mult, lr_shrink, max_update, clip_norm.
+//  * --masked-lm K: the model dump with a fixed masked_lm batch (encoders; run_roberta_parity.py).
 //  * --segments K: the model dump over K consecutive batches through the family's training
 //    memory (--mem-len; run_memory_parity.py).
 // The last row of every batch ends in --pad pad tokens (right padding, as fairseq collates).
@@ -72,11 +73,17 @@ train::OptimSettings optim_settings(const nlohmann::json& j, int64_t* max_update
 }
 
 int model_dump(models::LanguageModel& model, int64_t batch, int64_t len, int64_t pad, uint64_t seed, uint64_t step,
-               const std::string& dump) {
+               int64_t masked_lm, const std::string& dump) {
   const models::ModelInfo cfg = model.info();
   Rng rng(seed, 99);
   Tensor src = Tensor::empty({batch, len}, DType::I32), tgt = Tensor::empty({batch, len}, DType::I32);
   random_batch(rng, cfg, pad, src, tgt);
+  if (masked_lm > 0)  // a fixed mask: every K-th non-pad position is <mask> (the last id) and scored
+    for (int64_t i = 0; i < batch * len; ++i) {
+      if (src.i32()[i] == cfg.padding_idx) continue;
+      if (i % masked_lm == 0) src.i32()[i] = static_cast<int32_t>(cfg.vocab_size - 1);
+      else tgt.i32()[i] = cfg.padding_idx;
+    }
   autograd::Var hidden = model.features(src, {.mode = models::Mode::Train, .seed = seed, .step = step});  // [B, T, C]
   Tensor logits_copy;  // [B, T, V]: the head's scores of the same hidden states (no gradient)
   {
@@ -185,7 +192,7 @@ int trajectory(models::LanguageModel& model, const std::string& opt_path, int64_
 int main(int argc, char** argv) {
   CLI::App app{"stretch parity dump"};
   std::string model_json = "{}", checkpoint, dump, trajectory_opt, batches, losses;
-  int64_t batch = 2, len = 16, pad = 0, steps = 20, segments = 1;
+  int64_t batch = 2, len = 16, pad = 0, steps = 20, segments = 1, masked_lm = 0;
   uint64_t seed = 1;
   uint64_t step = 0;
   app.add_option("--model-json", model_json,
@@ -197,6 +204,8 @@ int main(int argc, char** argv) {
   app.add_option("--step", step, "model dump: the update number of the forward pass (ALiBi slope warm-up)");
   app.add_option("--checkpoint", checkpoint, "the initial model")->required();
   app.add_option("--dump", dump, "model dump output");
+  app.add_option("--masked-lm", masked_lm,
+                 "model dump: targets are pad except every K-th position, whose input is <mask> (the last id)");
   app.add_option("--segments", segments, "model dump over K consecutive batches through the training memory");
   app.add_option("--trajectory", trajectory_opt, "optimizer config JSON: run --steps updates instead");
   app.add_option("--steps", steps);
@@ -219,7 +228,7 @@ int main(int argc, char** argv) {
     model.init(seed);
     train::save_checkpoint(checkpoint, model, {.dict_hash = "parity"});
     if (!dump.empty() && segments > 1) return segments_dump(model, segments, batch, len, pad, seed, dump);
-    if (!dump.empty()) return model_dump(model, batch, len, pad, seed, step, dump);
+    if (!dump.empty()) return model_dump(model, batch, len, pad, seed, step, masked_lm, dump);
     return trajectory(model, trajectory_opt, steps, batch, len, pad, seed, batches, losses);
   } catch (const std::exception& e) {
     std::cerr << "stretch_parity_dump: " << e.what() << "\n";

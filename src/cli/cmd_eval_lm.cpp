@@ -85,8 +85,9 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
                "Transformer-XL-style cached evaluation for relative position methods (faster; not fairseq's protocol)");
   sub.add_option("--task", f->task,
                  "language_modeling (windows) | truncated_bptt_lm (--batch-size streams of --tokens-per-sample "
-                 "segments, the model's memory carried across them)")
-      ->check(CLI::IsMember({"language_modeling", "truncated_bptt_lm"}))
+                 "segments, the model's memory carried across them) | masked_lm (encoders: masked-token perplexity "
+                 "over blocks of --tokens-per-sample)")
+      ->check(CLI::IsMember({"language_modeling", "truncated_bptt_lm", "masked_lm"}))
       ->capture_default_str();
   sub.add_option("--bptt-order", f->bptt_order,
                  "truncated_bptt_lm: fairseq (targets within each block) | transformer_xl (targets cross segments)")
@@ -114,6 +115,10 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
                    "give one: truncated_bptt_lm uses the model's --mem-len memory");
       f->config.options.protocol = eval::EvalProtocol::TruncatedBptt;
       f->config.options.bptt_across_blocks = f->bptt_order == "transformer_xl";
+    }
+    if (f->task == "masked_lm") {
+      if (f->kv_cache) fail_usage("--kv-cache with --task masked_lm: an encoder has no KV cache", "drop --kv-cache");
+      f->config.options.protocol = eval::EvalProtocol::MaskedLm;
     }
     if (f->remove_bpe_opt->count() > 0) {
       if (!f->config.post_process.empty())

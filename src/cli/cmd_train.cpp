@@ -57,8 +57,16 @@ void add_train(CLI::App& sub, Runner& run) {
                  "\"data\" in --config)");
   sub.add_option("--task", c.task,
                  "language_modeling | truncated_bptt_lm (--batch-size streams walked in order, memory carried "
-                 "across batches with --mem-len; REFERENCE.md §6.5)")
-      ->check(CLI::IsMember({"language_modeling", "truncated_bptt_lm"}))
+                 "across batches with --mem-len; REFERENCE.md §6.5) | masked_lm (encoders: --arch roberta_*)")
+      ->check(CLI::IsMember({"language_modeling", "truncated_bptt_lm", "masked_lm"}))
+      ->capture_default_str();
+  sub.add_option("--mask-prob", c.mask.mask_prob, "masked_lm: probability of choosing a token for prediction")
+      ->capture_default_str();
+  sub.add_option("--leave-unmasked-prob", c.mask.leave_unmasked_prob,
+                 "masked_lm: share of the chosen tokens left unchanged")
+      ->capture_default_str();
+  sub.add_option("--random-token-prob", c.mask.random_token_prob,
+                 "masked_lm: share of the chosen tokens replaced by a random token")
       ->capture_default_str();
   add_enum_option(sub, "--bptt-order", c.bptt_order, train::kBpttOrderCount, train::bptt_order_name,
                   "truncated_bptt_lm: fairseq (blocks of --tokens-per-sample, the last position of each block has no "

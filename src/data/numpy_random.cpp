@@ -31,4 +31,9 @@ std::vector<int64_t> NumpyRandomState::permutation(int64_t n) {
   return a;
 }
 
+double NumpyRandomState::random_sample() {
+  const uint32_t a = static_cast<uint32_t>(mt_()) >> 5, b = static_cast<uint32_t>(mt_()) >> 6;
+  return (a * 67108864.0 + b) / 9007199254740992.0;
+}
+
 }  // namespace stretch::data

@@ -21,6 +21,8 @@ class NumpyRandomState {
   // numpy random_interval(max): uniform in [0, max] by masked rejection.
   uint64_t interval(uint64_t max);
   std::vector<int64_t> permutation(int64_t n);
+  // np.random.rand() / random_sample(): (next32 >> 5, next32 >> 6) as a 53-bit double in [0, 1).
+  double random_sample();
   template <class T>
   void shuffle(std::vector<T>& x) {
     for (int64_t i = static_cast<int64_t>(x.size()) - 1; i >= 1; --i) {

@@ -1,5 +1,6 @@
 // eval/eval_lm.cpp — see eval_lm.h.
 #include "eval/eval_lm.h"
+#include "eval/masked_lm_eval.h"
 
 #include <algorithm>
 #include <chrono>
@@ -414,6 +415,9 @@ nlohmann::json alibi_interpolation_overrides(const std::string& path, const nloh
 EvalLmSetup prepare_eval_lm(const EvalLmConfig& cfg) {
   EvalLmSetup s;
   s.model = load_eval_model(cfg.path, cfg.overrides, &s.file);
+  if (s.model->info().family == "roberta")
+    fail_usage(cfg.path + " is a roberta encoder: it predicts masked tokens, not the next one",
+               "evaluate it with `stretch eval-lm ... --task masked_lm` (masked-token perplexity)");
   s.train_length = s.model->info().tokens_per_sample;
   if (cfg.alibi_interpolate) {
     const int64_t eval_length = cfg.options.tokens_per_sample > 0 ? cfg.options.tokens_per_sample : s.train_length;
@@ -447,6 +451,7 @@ EvalResult evaluate_split(EvalLmSetup& s, const EvalLmConfig& cfg, const EvalOpt
 }
 
 int run_eval_lm(const EvalLmConfig& cfg) {
+  if (cfg.options.protocol == EvalProtocol::MaskedLm) return run_masked_lm_eval(cfg);
   EvalLmSetup setup = prepare_eval_lm(cfg);
   auto& model = setup.model;
   models::ModelFile& ck = setup.file;

@@ -42,7 +42,8 @@ class TokenStream;
 
 namespace stretch::eval {
 
-enum class EvalProtocol : uint8_t { Windows, KvCache, TruncatedBptt };
+// MaskedLm: masked-token perplexity of an encoder (eval/masked_lm_eval.h).
+enum class EvalProtocol : uint8_t { Windows, KvCache, TruncatedBptt, MaskedLm };
 
 constexpr int64_t kForwardTokens = 4096;           // most input tokens per forward pass
 constexpr int64_t kScoreChunkBytes = nn::kScoreChunkBytes;  // logits computed at once while scoring

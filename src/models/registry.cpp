@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "models/adaptive_span/family.h"
+#include "models/roberta/family.h"
 #include "models/transformer_lm/family.h"
 #include "models/transformer_xl/family.h"
 
@@ -16,6 +17,7 @@ std::vector<const Family*> families() {
       &transformer_lm_family(),
       &transformer_xl_family(),
       &adaptive_span_family(),
+      &roberta_family(),
   };
   return list;
 }
@@ -99,19 +101,18 @@ nlohmann::json model_keys(const nlohmann::json& flat, const std::string& source)
 }
 
 std::vector<FieldSpec> model_fields() {
+  // A key two families share keeps the first family's flag and help; a choice accepts the values
+  // of every family (each family's parser then refuses the ones it lacks, naming the flag).
   std::vector<FieldSpec> out;
-  std::set<std::string> seen;
   for (const Family* f : families())
     for (const auto& s : f->fields) {
-      if (seen.insert(s.key).second) {
+      auto it = std::find_if(out.begin(), out.end(), [&](const FieldSpec& o) { return o.key == s.key; });
+      if (it == out.end()) {
         out.push_back(s);
         continue;
       }
-      // A key two families share (criterion): one flag accepting either family's choices.
-      for (auto& o : out)
-        if (o.key == s.key && o.kind == FieldKind::Choice)
-          for (const auto& c : s.choices)
-            if (std::find(o.choices.begin(), o.choices.end(), c) == o.choices.end()) o.choices.push_back(c);
+      for (const std::string& c : s.choices)
+        if (std::find(it->choices.begin(), it->choices.end(), c) == it->choices.end()) it->choices.push_back(c);
     }
   return out;
 }

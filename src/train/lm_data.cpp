@@ -9,6 +9,7 @@
 #include "data/dictionary.h"
 #include "data/indexed_dataset.h"
 #include "data/token_blocks.h"
+#include "train/masked_lm_data.h"
 
 namespace stretch::train {
 namespace fs = std::filesystem;
@@ -76,6 +77,7 @@ const char* lm_task_name(LmTask t) {
   switch (t) {
     case LmTask::LanguageModeling: return "language_modeling";
     case LmTask::TruncatedBptt: return "truncated_bptt_lm";
+    case LmTask::MaskedLm: return "masked_lm";
   }
   return "?";
 }
@@ -83,7 +85,7 @@ const char* lm_task_name(LmTask t) {
 LmTask parse_lm_task(const std::string& name) {
   for (int i = 0; i < kLmTaskCount; ++i)
     if (name == lm_task_name(static_cast<LmTask>(i))) return static_cast<LmTask>(i);
-  fail_usage("--task " + name + ": unknown task", "use language_modeling or truncated_bptt_lm");
+  fail_usage("--task " + name + ": unknown task", "use language_modeling, truncated_bptt_lm or masked_lm (encoders)");
 }
 
 const char* bptt_order_name(data::BpttTargets t) {
@@ -121,6 +123,7 @@ std::shared_ptr<const data::TokenStream> open_split_stream(const std::string& da
 
 std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::string& split, const LmData& data,
                                        const LmSplitOptions& o) {
+  if (o.task == LmTask::MaskedLm) return open_masked_lm_split(data_dir, split, data, o, o.mask);
   auto stream = open_split_stream(data_dir, split, data);
   if (o.task == LmTask::TruncatedBptt) {
     if (o.batch_size < 1)

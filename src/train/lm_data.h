@@ -31,14 +31,23 @@ struct LmBatch {
 
 // --task: language_modeling (fairseq's LanguageModelingTask) or truncated_bptt_lm
 // (examples/truncated_bptt's TruncatedBPTTLMTask).
-enum class LmTask : uint8_t { LanguageModeling, TruncatedBptt };
-inline constexpr int kLmTaskCount = 2;
+// masked_lm: fairseq's MaskedLMTask for encoders (train/masked_lm_data.h).
+enum class LmTask : uint8_t { LanguageModeling, TruncatedBptt, MaskedLm };
+inline constexpr int kLmTaskCount = 3;
 const char* lm_task_name(LmTask t);
 LmTask parse_lm_task(const std::string& name);  // a usage error naming --task for anything else
 // --bptt-order (stretch): fairseq's block order [FS] (targets within a block) or the original
 // Transformer-XL's LMOrderedIterator [XL] (targets cross segment boundaries).
 inline constexpr int kBpttOrderCount = 2;
 const char* bptt_order_name(data::BpttTargets t);
+
+// --task masked_lm's masking (fairseq's MaskTokensDataset arguments; train/masked_lm_data.h).
+struct MaskSettings {
+  double mask_prob = 0.15;           // --mask-prob
+  double leave_unmasked_prob = 0.1;  // --leave-unmasked-prob
+  double random_token_prob = 0.1;    // --random-token-prob
+  void validate() const;             // fairseq's asserts, as usage errors naming the flag
+};
 
 struct LmSplitOptions {
   int64_t tokens_per_sample = 512;
@@ -51,6 +60,7 @@ struct LmSplitOptions {
   int shard_rank = 0, shard_count = 1;  // data parallelism: this process's share of each epoch's batches
   LmTask task = LmTask::LanguageModeling;
   data::BpttTargets bptt_order = data::BpttTargets::WithinBlock;  // truncated_bptt_lm only
+  MaskSettings mask{};                                              // masked_lm only
 };
 
 class LmSplit {

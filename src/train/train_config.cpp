@@ -90,6 +90,11 @@ nlohmann::json TrainConfig::to_json() const {
             {"max_consecutive_nan", max_consecutive_nan}}},
           {"model", model}};
   if (task == lm_task_name(LmTask::TruncatedBptt)) j["task"]["bptt_order"] = bptt_order_name(bptt_order);
+  if (task == lm_task_name(LmTask::MaskedLm)) {
+    j["task"]["mask_prob"] = mask.mask_prob;
+    j["task"]["leave_unmasked_prob"] = mask.leave_unmasked_prob;
+    j["task"]["random_token_prob"] = mask.random_token_prob;
+  }
   return j;
 }
 

@@ -10,6 +10,7 @@
 #include "data/token_blocks.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "train/lm_data.h"
 
 
 namespace stretch::train {
@@ -45,8 +46,9 @@ struct OptimSettings {
 
 struct TrainConfig {
   std::string data;                    // data-bin directory (positional)
-  std::string task = "language_modeling";  // language_modeling | truncated_bptt_lm (train/lm_data.h LmTask)
+  std::string task = "language_modeling";  // language_modeling | truncated_bptt_lm | masked_lm (train/lm_data.h LmTask)
   data::BpttTargets bptt_order = data::BpttTargets::WithinBlock;  // --bptt-order (truncated_bptt_lm)
+  MaskSettings mask{};  // --mask-prob, --leave-unmasked-prob, --random-token-prob (masked_lm)
   int64_t tokens_per_sample = 512;
   data::BreakMode sample_break_mode = data::BreakMode::None;  // --sample-break-mode
   int64_t max_tokens = 0;

@@ -26,6 +26,7 @@
 #include "train/best_checkpoints.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
+#include "train/masked_lm_data.h"
 #include "train/memory_estimate.h"
 #include "train/optim_settings.h"
 #include "train/progress.h"
@@ -302,7 +303,15 @@ TrainingRun::TrainingRun(TrainConfig config)
   const TrainConfig& c = c_;
   if (!c.tensorboard_logdir.empty() && world_.is_main())
     progress_.set_tensorboard(std::make_unique<TensorboardWriter>(c.tensorboard_logdir));
-  data_ = open_lm_data(c.data);
+  const LmTask task = parse_lm_task(c.task);
+  // An encoder learns from masked tokens, a decoder from the next token: the task follows the family.
+  const std::string family = models::family_of_config(c.model, "--arch").name;
+  if ((family == "roberta") != (task == LmTask::MaskedLm))
+    fail_usage("--task " + c.task + " cannot train --arch " + c.model.value("arch", std::string()) + " (family " +
+                   family + ")",
+               family == "roberta" ? "the roberta encoder trains with --task masked_lm"
+                                   : "--task masked_lm needs an encoder: --arch roberta_base, roberta_small or roberta_tiny");
+  data_ = task == LmTask::MaskedLm ? open_masked_lm_data(c.data) : open_lm_data(c.data);
   c_.model["vocab_size"] = data_.vocab_size;
   c_.model["padding_idx"] = data_.pad;
   LmSplitOptions train_opts{.tokens_per_sample = c.tokens_per_sample,
@@ -314,8 +323,9 @@ TrainingRun::TrainingRun(TrainConfig config)
                             .shuffle = true,
                             .shard_rank = world_.rank(),
                             .shard_count = world_.size(),
-                            .task = parse_lm_task(c.task),
-                            .bptt_order = c.bptt_order};
+                            .task = task,
+                            .bptt_order = c.bptt_order,
+                            .mask = c.mask};
   train_split_ = open_lm_split(c.data, c.train_subset, data_, train_opts);
   if (!c.disable_validation) {
     LmSplitOptions vo = train_opts;
@@ -337,9 +347,9 @@ TrainingRun::TrainingRun(TrainConfig config)
   if (world_.is_main()) {
     // What fairseq_cli/train.py logs at the start: the configuration, the model, the devices.
     fairseq_log("fairseq_cli.train", config_json_.dump());
-    fairseq_log("fairseq_cli.train", std::string("task: ") + (train_opts.task == LmTask::TruncatedBptt
-                                                                     ? "TruncatedBPTTLMTask"
-                                                                     : "LanguageModelingTask"));
+    fairseq_log("fairseq_cli.train", std::string("task: ") + (train_opts.task == LmTask::TruncatedBptt ? "TruncatedBPTTLMTask"
+                                                              : train_opts.task == LmTask::MaskedLm    ? "MaskedLMTask"
+                                                                                                       : "LanguageModelingTask"));
     fairseq_log("fairseq_cli.train", "model: " + model_->info().summary);
     fairseq_log("fairseq_cli.train", "num. shared model params: " + with_commas(model_->params().numel()) +
                                          " (num. trained: " + with_commas(model_->params().numel()) + ")");
