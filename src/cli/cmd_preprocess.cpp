@@ -19,6 +19,8 @@ void add_preprocess(CLI::App& sub, Runner& run) {
     CommonOptions common;
   };
   auto o = std::make_shared<Options>();
+  // argparse semantics, as in fairseq, train and eval-lm: an option given twice takes the last value.
+  sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   sub.description(
       "Text files to a fairseq data-bin directory: dict.txt and {train,valid,test}.{bin,idx} in fairseq's "
       "memory-mapped format (loads in fairseq unchanged). Each line becomes its tokens' ids and </s>.");
