@@ -28,9 +28,10 @@ def run(args):
 
 
 def logged_lrs(b, flags):
-    p = run([b, "train", DATA, "--arch", "transformer_lm_tiny", "--optimizer", "adam", "--max-update", "12",
-             "--log-format", "json", "--log-interval", "1", "--no-save", "--threads", "1", "--tokens-per-sample", "16",
-             "--batch-size", "4", "--disable-validation"] + flags)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run([b, "train", DATA, "--arch", "transformer_lm_tiny", "--optimizer", "adam", "--max-update", "12",
+                 "--log-format", "json", "--log-interval", "1", "--no-save", "--save-dir", tmp, "--threads", "1",
+                 "--tokens-per-sample", "16", "--batch-size", "4", "--disable-validation"] + flags)
     lrs = []
     for line in p.stdout.splitlines():
         if "| train_inner | {" in line:
