@@ -52,7 +52,9 @@ void add_preprocess(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--seed", "preprocessing is deterministic", true);
   add_ignored_flag(sub, "--log-format", "preprocess logs plain lines", true);
   add_ignored_flag(sub, "--log-interval", "preprocess logs one line per split", true);
-  add_ignored_flag(sub, "--no-progress-bar", "preprocess has no progress bar", false);
+  add_ignored_flag(sub, "--no-progress-bar",
+                   "files of 10 MB or more show their progress on stderr (a bar on a terminal, else a line per tenth)",
+                   false);
   add_ignored_flag(sub, "--task", "preprocess only prepares language-model data", true);
   add_common_options(sub, o->common);
   run = [o] {
