@@ -177,6 +177,9 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--force-anneal", o.force_anneal)->transform(int_at_least(0, "0: off"));
   sub.add_option("--stop-min-lr", o.stop_min_lr);
   sub.add_option("--clip-norm", o.clip_norm, "clip the global gradient norm (0: off)");
+  sub.add_flag("--sentence-avg", o.sentence_avg,
+               "normalise the gradient and the logged loss by the rows of the batch (fairseq's sentences: blocks "
+               "with --sample-break-mode none, lines with eos, packed lines with complete), not the targets");
 
   add_model_flags(sub, *model);
 

@@ -41,6 +41,7 @@ nlohmann::json TrainConfig::to_json() const {
             {"max_epoch", max_epoch},
             {"update_freq", update_freq},
             {"clip_norm", o.clip_norm},
+            {"sentence_avg", o.sentence_avg},
             {"lr", o.lr.size() == 1 ? nlohmann::json(o.lr[0]) : nlohmann::json(o.lr)},
             {"stop_min_lr", o.stop_min_lr},
             {"stop_time_hours", stop_time_hours}}},

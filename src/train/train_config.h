@@ -48,6 +48,7 @@ struct OptimSettings {
   bool shrink_min = false;            // triangular
   double stop_min_lr = -1.0;
   double clip_norm = 0.0;
+  bool sentence_avg = false;          // --sentence-avg: the gradient and "loss" per row (sentence), not per target
 };
 
 struct TrainConfig {
