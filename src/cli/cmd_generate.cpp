@@ -30,6 +30,8 @@ void add_generate(CLI::App& sub, Runner& run) {
   auto cfg = std::make_shared<eval::GenerateConfig>();
   auto common = std::make_shared<CommonOptions>();
   auto overrides = std::make_shared<std::string>();
+  // argparse semantics, as in fairseq, train and eval-lm: an option given twice takes the last value.
+  sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_common_options(sub, *common);
   auto& c = *cfg;
   sub.add_option("data", c.data,

@@ -19,6 +19,8 @@ void add_preprocess(CLI::App& sub, Runner& run) {
     CommonOptions common;
   };
   auto o = std::make_shared<Options>();
+  // argparse semantics, as in fairseq, train and eval-lm: an option given twice takes the last value.
+  sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   sub.description(
       "Text files to a fairseq data-bin directory: dict.txt and {train,valid,test}.{bin,idx} in fairseq's "
       "memory-mapped format (loads in fairseq unchanged). Each line becomes its tokens' ids and </s>.");
@@ -50,7 +52,9 @@ void add_preprocess(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--seed", "preprocessing is deterministic", true);
   add_ignored_flag(sub, "--log-format", "preprocess logs plain lines", true);
   add_ignored_flag(sub, "--log-interval", "preprocess logs one line per split", true);
-  add_ignored_flag(sub, "--no-progress-bar", "preprocess has no progress bar", false);
+  add_ignored_flag(sub, "--no-progress-bar",
+                   "files of 10 MB or more show their progress on stderr (a bar on a terminal, else a line per tenth)",
+                   false);
   add_ignored_flag(sub, "--task", "preprocess only prepares language-model data", true);
   add_common_options(sub, o->common);
   run = [o] {

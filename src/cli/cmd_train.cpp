@@ -13,6 +13,7 @@
 #include "models/registry.h"
 #include "optim/optimizer.h"
 #include "train/lm_data.h"
+#include "train/optim_settings.h"
 #include "train/trainer.h"
 
 namespace stretch::cli {
@@ -166,10 +167,19 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--warmup-updates", o.warmup_updates)->transform(int_at_least(0, "0: no warmup"));
   sub.add_option("--warmup-init-lr", o.warmup_init_lr);
   sub.add_option("--min-lr", o.min_lr);
-  sub.add_option("--max-lr", o.max_lr);
-  sub.add_option("--lr-period-updates", o.lr_period_updates)
-      ->transform(int_at_least(1, "cosine's first period in updates; -1 (the default): --max-update minus --warmup-updates",
-                           /*also=*/-1));
+  sub.add_option("--max-lr", o.max_lr, "triangular: the peak lr (required there; cosine ignores it, as fairseq)");
+  sub.add_option("--lr-period-updates", o.lr_period_updates,
+                 "cosine's first period (-1: --max-update minus --warmup-updates); triangular's cycle (-1: 5000)")
+      ->transform(int_at_least(1, "a period in updates; -1 (the default): the schedule's default", /*also=*/-1));
+  sub.add_flag("--shrink-min", o.shrink_min, "triangular: --lr-shrink also shrinks the lower bound");
+  sub.add_option("--warmup-steps", o.warmup_steps, "tri_stage: warmup updates")->transform(int_at_least(0, "0: none"));
+  sub.add_option("--hold-steps", o.hold_steps, "tri_stage: updates held at --lr")->transform(int_at_least(0, "0: none"));
+  sub.add_option("--decay-steps", o.decay_steps, "tri_stage: updates of exponential decay to --final-lr-scale x --lr")
+      ->transform(int_at_least(0, "tri_stage needs > 0, or --phase-ratio"));
+  sub.add_option("--phase-ratio", o.phase_ratio,
+                 "tri_stage: \"(warmup, hold, decay)\" fractions of --max-update adding up to 1 (overrides the steps)");
+  sub.add_option("--init-lr-scale", o.init_lr_scale, "tri_stage: the warmup starts at this x --lr")->capture_default_str();
+  sub.add_option("--final-lr-scale", o.final_lr_scale, "tri_stage: the decay ends at this x --lr")->capture_default_str();
   sub.add_option("--t-mult", o.t_mult);
   sub.add_option("--lr-shrink", o.lr_shrink);
   sub.add_option("--end-learning-rate", o.end_learning_rate);
@@ -178,6 +188,9 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--force-anneal", o.force_anneal)->transform(int_at_least(0, "0: off"));
   sub.add_option("--stop-min-lr", o.stop_min_lr);
   sub.add_option("--clip-norm", o.clip_norm, "clip the global gradient norm (0: off)");
+  sub.add_flag("--sentence-avg", o.sentence_avg,
+               "normalise the gradient and the logged loss by the rows of the batch (fairseq's sentences: blocks "
+               "with --sample-break-mode none, lines with eos, packed lines with complete), not the targets");
 
   add_model_flags(sub, *model);
 
@@ -229,6 +242,8 @@ void add_train(CLI::App& sub, Runner& run) {
       std::cout << c.to_json().dump(2) << "\n";
       return 0;
     }
+    // The schedule's flags (e.g. triangular without --max-lr) checked before the data is read.
+    train::make_scheduler(c.optim, c.max_update);
     return train::run_training(c);
   };
 }

@@ -180,6 +180,7 @@ BinarizeStats binarize_typed(const MappedFile& file, const Dictionary& dict, con
       }
       cv.notify_all();
       writer.add_raw(out->ids.data(), out->ids.size() * sizeof(T), out->sizes.data(), out->sizes.size());
+      if (p.on_bytes) p.on_bytes(static_cast<int64_t>(bounds[static_cast<size_t>(r) + 1]));
       total.lines += out->stats.lines;
       total.tokens += out->stats.tokens;
       total.replaced += out->stats.replaced;
@@ -221,6 +222,7 @@ TokenCounts count_tokens(const MappedFile& file, const ScanParams& p) {
   std::vector<int64_t> lines(static_cast<size_t>(workers), 0);
   std::vector<Utf8Report> utf8(static_cast<size_t>(workers));
   std::atomic<int64_t> next{0};
+  std::atomic<int64_t> bytes_done{0};
   auto work = [&](size_t t) {
     WordCounter& m = maps[t];
     auto& bc = byte_counts[t];
@@ -233,6 +235,8 @@ TokenCounts count_tokens(const MappedFile& file, const ScanParams& p) {
       } else {
         scan_byte_lines(file.bytes(), b, e, [&](uint8_t c) { ++bc[c]; }, [&] { ++nl; });
       }
+      const int64_t so_far = bytes_done += static_cast<int64_t>(e - b);
+      if (t == 0 && p.on_bytes) p.on_bytes(so_far);  // the calling thread reports (the others' ranges count too)
     }
     lines[t] = nl;
   };
@@ -242,6 +246,7 @@ TokenCounts count_tokens(const MappedFile& file, const ScanParams& p) {
     work(0);
     for (auto& t : threads) t.join();
   }
+  if (p.on_bytes) p.on_bytes(bytes_done.load());  // the whole file, whichever thread did the last range
   TokenCounts out;
   WordCounter all;
   for (size_t t = 0; t < maps.size(); ++t) {

@@ -10,8 +10,11 @@
 //     straight into a per-range buffer of the output dtype.
 //   * "replaced" counts words that were not in the dictionary (a literal "<unk>" in the text
 //     is not counted), as fairseq's "% replaced by <unk>".
+//   * Progress: `on_bytes`, when set, is called on the calling thread with the bytes of the file
+//     done so far (ranges finished in count_tokens, written in binarize_file), in increasing order.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,7 @@ struct ScanParams {
   TokenMode mode = TokenMode::Text;
   int workers = 1;          // threads; results do not depend on it
   size_t range_bytes = 0;   // bytes per work range (rounded to line starts); 0 = automatic
+  std::function<void(int64_t)> on_bytes = {};  // progress: bytes of the file done so far (may be empty)
 };
 
 struct BinarizeStats {

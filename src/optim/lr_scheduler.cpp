@@ -25,6 +25,8 @@ constexpr KindName kKindNames[] = {
     {SchedulerKind::InverseSqrt, "inverse_sqrt"},
     {SchedulerKind::Cosine, "cosine"},
     {SchedulerKind::PolynomialDecay, "polynomial_decay"},
+    {SchedulerKind::TriStage, "tri_stage"},
+    {SchedulerKind::Triangular, "triangular"},
 };
 static_assert(std::size(kKindNames) == kSchedulerKindCount, "every SchedulerKind needs a name");
 
@@ -49,6 +51,19 @@ SchedulerKind parse_scheduler_kind(std::string_view name) {
   for (const auto& k : kKindNames) known += (known.empty() ? "" : ", ") + std::string(k.name);
   fail_usage("--lr-scheduler " + std::string(name) + ": unknown or not supported by stretch",
              "use one of: " + known);
+}
+
+std::array<double, 3> parse_phase_ratio(const std::string& text) {
+  std::string t = text;
+  for (char& ch : t)
+    if (ch == '(' || ch == ')' || ch == '[' || ch == ']' || ch == ',') ch = ' ';
+  std::istringstream is(t);
+  std::array<double, 3> r{};
+  std::string extra;
+  if (!(is >> r[0] >> r[1] >> r[2]) || (is >> extra))
+    fail_usage("--phase-ratio '" + text + "': expected 3 numbers (warmup, hold, decay fractions of --max-update)",
+               "e.g. --phase-ratio '(0.1, 0.4, 0.5)'");
+  return r;
 }
 
 LrSchedule::LrSchedule(SchedulerConfig c) : config_(std::move(c)) {
@@ -107,6 +122,64 @@ LrSchedule::LrSchedule(SchedulerConfig c) : config_(std::move(c)) {
       if (c_.total_num_update <= warmup_)
         bad("--total-num-update", static_cast<double>(c_.total_num_update), "must exceed --warmup-updates");
       break;
+    case SchedulerKind::TriStage: {
+      if (warmup_ > 0)
+        fail_usage("--warmup-updates is not a tri_stage flag (fairseq rejects it too)",
+                   "tri_stage warms up over --warmup-steps N (or the first --phase-ratio)");
+      if (!std::isfinite(c_.init_lr_scale) || c_.init_lr_scale < 0) bad("--init-lr-scale", c_.init_lr_scale, "must be finite and >= 0");
+      if (!std::isfinite(c_.final_lr_scale) || c_.final_lr_scale <= 0)
+        bad("--final-lr-scale", c_.final_lr_scale, "must be finite and > 0 (the decay is exponential towards it)");
+      if (c_.phase_ratio) {
+        const auto& r = *c_.phase_ratio;
+        if (c_.max_update <= 0)
+          fail_usage("--phase-ratio needs --max-update (the phases are fractions of it)",
+                     "give --max-update N, or --warmup-steps/--hold-steps/--decay-steps");
+        for (double v : r)
+          if (!std::isfinite(v) || v < 0) bad("--phase-ratio", v, "each ratio must be finite and >= 0");
+        if (0.0 + r[0] + r[1] + r[2] != 1.0) {
+          std::ostringstream os;
+          os << "--phase-ratio (" << r[0] << ", " << r[1] << ", " << r[2] << "): the ratios must add up to 1 (fairseq asserts it)";
+          fail_usage(os.str());
+        }
+        const double m = static_cast<double>(c_.max_update);
+        warmup_ = static_cast<int64_t>(m * r[0]);  // Python's int(): truncation
+        hold_ = static_cast<int64_t>(m * r[1]);
+        decay_ = static_cast<int64_t>(m * r[2]);
+      } else {
+        warmup_ = c_.warmup_steps;
+        hold_ = c_.hold_steps;
+        decay_ = c_.decay_steps;
+        if (warmup_ < 0) bad("--warmup-steps", static_cast<double>(warmup_), "must be >= 0");
+        if (hold_ < 0) bad("--hold-steps", static_cast<double>(hold_), "must be >= 0");
+      }
+      if (decay_ <= 0)
+        bad(c_.phase_ratio ? "--phase-ratio's decay steps" : "--decay-steps", static_cast<double>(decay_),
+            "must be > 0 with --lr-scheduler tri_stage (fairseq divides by it)",
+            "e.g. --decay-steps 1000, or --phase-ratio '(0.1, 0.4, 0.5)' with --max-update");
+      warmup_init_ = c_.init_lr_scale * lr;
+      lr_step_ = warmup_ != 0 ? (lr - warmup_init_) / static_cast<double>(warmup_) : 0.0;
+      decay_factor_ = -std::log(c_.final_lr_scale) / static_cast<double>(decay_);
+      break;
+    }
+    case SchedulerKind::Triangular: {
+      if (warmup_ > 0)
+        fail_usage("--warmup-updates is not a triangular flag (fairseq rejects it too)",
+                   "the triangular schedule starts at --lr and rises to --max-lr over half of --lr-period-updates");
+      if (c_.max_lr < 0)
+        fail_usage("--lr-scheduler triangular needs --max-lr (fairseq has no default for it)",
+                   "e.g. --lr 0.0001 --max-lr 0.001");
+      if (!std::isfinite(c_.max_lr) || !(c_.max_lr > lr)) {
+        std::ostringstream os;
+        os << "--max-lr " << c_.max_lr << " must be more than --lr " << lr << " with --lr-scheduler triangular";
+        fail_usage(os.str());
+      }
+      if (!std::isfinite(c_.lr_shrink) || c_.lr_shrink < 0) bad("--lr-shrink", c_.lr_shrink, "must be finite and >= 0");
+      const double period = c_.lr_period_updates < 0 ? 5000.0 : c_.lr_period_updates;  // fairseq's default
+      stepsize_ = std::floor(period / 2.0);
+      if (stepsize_ <= 0)
+        bad("--lr-period-updates", period, "must be >= 2 with --lr-scheduler triangular (half of it is the step size)");
+      break;
+    }
   }
 }
 
@@ -139,6 +212,28 @@ double LrSchedule::cosine(int64_t num_updates) const {
   const double lo = c.min_lr * shrink;
   const double hi = max_lr * shrink;
   return lo + 0.5 * (hi - lo) * (1.0 + std::cos(std::numbers::pi * t_curr / t_i));
+}
+
+double LrSchedule::tri_stage(int64_t n) const {
+  // fairseq _decide_stage then step_update.
+  const double peak = config_.lr[0];
+  if (n < warmup_) return warmup_init_ + lr_step_ * static_cast<double>(n);
+  int64_t offset = warmup_;
+  if (n < offset + hold_) return peak;
+  offset += hold_;
+  if (n <= offset + decay_) return peak * std::exp(-decay_factor_ * static_cast<double>(n - offset));
+  return config_.final_lr_scale * peak;
+}
+
+double LrSchedule::triangular(int64_t num_updates) const {
+  const SchedulerConfig& c = config_;
+  const double n = static_cast<double>(num_updates);
+  const double cycle = std::floor(n / (2.0 * stepsize_));
+  const double shrink = std::pow(c.lr_shrink, cycle);
+  const double max_lr = c.max_lr * shrink;
+  const double min_lr = c.shrink_min ? c.lr[0] * shrink : c.lr[0];
+  const double x = std::abs(n / stepsize_ - 2.0 * (cycle + 1.0) + 1.0);
+  return min_lr + (max_lr - min_lr) * std::max(0.0, 1.0 - x);
 }
 
 double LrSchedule::lr_at_epoch(int64_t num_updates, int64_t epoch) const {
@@ -179,6 +274,10 @@ double LrSchedule::lr_at_epoch(int64_t num_updates, int64_t epoch) const {
       const double pct_remaining = 1.0 - (n - w) / (static_cast<double>(c.total_num_update) - w);
       return range * std::pow(pct_remaining, c.power) + c.end_learning_rate;
     }
+    case SchedulerKind::TriStage:
+      return tri_stage(num_updates);
+    case SchedulerKind::Triangular:
+      return triangular(num_updates);
   }
   return 0.0;
 }

@@ -21,16 +21,28 @@
 //   polynomial_decay  n ≤ W (W > 0): lr·n/W; n ≥ total: end_lr; else
 //                     (lr − end_lr)·(1 − (n−W)/(total−W))^power + end_lr
 //                     (so update 1 runs at lr 0 when W > 0, as in fairseq)
+//   tri_stage         (fairseq tri_stage_lr_scheduler.py) peak = lr, init = init_lr_scale·lr;
+//                     Ws, Hs, Ds = --warmup-steps/--hold-steps/--decay-steps, or with
+//                     --phase-ratio (a, b, c): int(max_update·a), int(max_update·b), int(max_update·c);
+//                     n < Ws: init + n·(peak − init)/Ws; n < Ws+Hs: peak;
+//                     n ≤ Ws+Hs+Ds: peak·exp(−(−ln final_lr_scale / Ds)·(n − Ws − Hs));
+//                     after: final_lr_scale·lr   (Ds must be > 0: fairseq divides by it)
+//   triangular        (fairseq triangular_lr_scheduler.py) s = floor(P/2) (P = --lr-period-updates,
+//                     default 5000), cycle = floor(n / 2s), k = lr_shrink^cycle,
+//                     hi = max_lr·k, lo = lr (·k with --shrink-min),
+//                     x = |n/s − 2(cycle+1) + 1|, lr = lo + (hi − lo)·max(0, 1 − x)
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
 namespace stretch::optim {
 
-enum class SchedulerKind { Fixed, InverseSqrt, Cosine, PolynomialDecay };
-inline constexpr int kSchedulerKindCount = 4;
+enum class SchedulerKind { Fixed, InverseSqrt, Cosine, PolynomialDecay, TriStage, Triangular };
+inline constexpr int kSchedulerKindCount = 6;
 
 // Typed schedule config; fairseq flag and default in each comment.
 struct SchedulerConfig {
@@ -47,6 +59,14 @@ struct SchedulerConfig {
   double end_learning_rate = 0.0;             // --end-learning-rate (polynomial_decay)
   double power = 1.0;                         // --power (polynomial_decay)
   int64_t total_num_update = 1000000;         // --total-num-update (polynomial_decay)
+  int64_t warmup_steps = 0;                   // --warmup-steps (tri_stage)
+  int64_t hold_steps = 0;                     // --hold-steps (tri_stage)
+  int64_t decay_steps = 0;                    // --decay-steps (tri_stage)
+  std::optional<std::array<double, 3>> phase_ratio = {};  // --phase-ratio (tri_stage; overrides the steps)
+  double init_lr_scale = 0.01;                // --init-lr-scale (tri_stage)
+  double final_lr_scale = 0.01;               // --final-lr-scale (tri_stage)
+  double max_lr = -1;                         // --max-lr (triangular; required there, > lr)
+  bool shrink_min = false;                    // --shrink-min (triangular)
 };
 
 class LrSchedule {
@@ -64,12 +84,16 @@ class LrSchedule {
 
  private:
   double cosine(int64_t n) const;
+  double tri_stage(int64_t n) const;
+  double triangular(int64_t n) const;
   SchedulerConfig config_;
   int64_t warmup_ = 0;
   double warmup_init_ = 0.0;
   double lr_step_ = 0.0;   // warmup increment per update (cosine, inverse_sqrt)
   double period_ = 0.0;    // cosine
-  double decay_factor_ = 0.0;  // inverse_sqrt
+  double decay_factor_ = 0.0;  // inverse_sqrt; tri_stage's −ln(final_lr_scale)/Ds
+  int64_t hold_ = 0, decay_ = 0;  // tri_stage (warmup_ is its Ws)
+  double stepsize_ = 0.0;         // triangular: floor(P / 2)
 };
 
 // fairseq's stop conditions (fairseq_cli/train.py): stop once num_updates ≥ max_update
@@ -84,5 +108,8 @@ const char* stop_reason_name(StopReason reason);
 
 const char* scheduler_kind_name(SchedulerKind kind);
 SchedulerKind parse_scheduler_kind(std::string_view name);  // fail_usage when unknown
+// --phase-ratio's text as fairseq's command line takes a tuple: "(0.1, 0.4, 0.5)", "[0.1,0.4,0.5]"
+// or "0.1,0.4,0.5"; fail_usage naming the flag unless it is 3 numbers.
+std::array<double, 3> parse_phase_ratio(const std::string& text);
 
 }  // namespace stretch::optim

@@ -32,6 +32,14 @@ std::unique_ptr<optim::LrSchedule> make_scheduler(const OptimSettings& s, int64_
   if (s.force_anneal > 0) c.force_anneal = s.force_anneal;
   c.end_learning_rate = s.end_learning_rate;
   c.power = s.power;
+  c.warmup_steps = s.warmup_steps;
+  c.hold_steps = s.hold_steps;
+  c.decay_steps = s.decay_steps;
+  if (!s.phase_ratio.empty()) c.phase_ratio = optim::parse_phase_ratio(s.phase_ratio);
+  c.init_lr_scale = s.init_lr_scale;
+  c.final_lr_scale = s.final_lr_scale;
+  c.max_lr = s.max_lr;
+  c.shrink_min = s.shrink_min;
   c.total_num_update = s.total_num_update > 0 ? s.total_num_update : (max_update > 0 ? max_update : 1000000);
   return std::make_unique<optim::LrSchedule>(c);
 }

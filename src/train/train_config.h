@@ -32,7 +32,7 @@ struct OptimSettings {
   int64_t warmup_updates = 0;
   double warmup_init_lr = -1;         // < 0: scheduler default
   double min_lr = 0.0;
-  double max_lr = -1;                 // cosine: < 0 means --lr
+  double max_lr = -1;                 // triangular's peak (required there); cosine ignores it, as fairseq 0.12.2
   int64_t lr_period_updates = -1;
   double t_mult = 1.0;
   double lr_shrink = 0.1;
@@ -40,8 +40,16 @@ struct OptimSettings {
   double power = 1.0;
   int64_t total_num_update = 0;
   int64_t force_anneal = 0;
+  int64_t warmup_steps = 0;           // tri_stage
+  int64_t hold_steps = 0;             // tri_stage
+  int64_t decay_steps = 0;            // tri_stage
+  std::string phase_ratio;            // tri_stage "(0.1, 0.4, 0.5)"; empty: the steps above
+  double init_lr_scale = 0.01;        // tri_stage
+  double final_lr_scale = 0.01;       // tri_stage
+  bool shrink_min = false;            // triangular
   double stop_min_lr = -1.0;
   double clip_norm = 0.0;
+  bool sentence_avg = false;          // --sentence-avg: the gradient and "loss" per row (sentence), not per target
 };
 
 struct TrainConfig {

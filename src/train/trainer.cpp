@@ -101,6 +101,17 @@ std::vector<std::string> split_subsets(const std::string& list) {
   return out;
 }
 
+// The loss fields of fairseq's cross_entropy / adaptive_loss reduce_metrics: "loss" (base 2) per
+// sample-size unit; with --sentence-avg (sample size = rows) "loss" per row, then "nll_loss" per
+// target, and ppl from nll_loss (fairseq logs nll_loss only when sample_size != ntokens).
+Stats loss_stats(double nats, double ntokens, double nsentences, bool sentence_avg) {
+  const double per_target = nats / std::max(ntokens, 1.0) / kLn2;
+  if (!sentence_avg || nsentences == ntokens) return {{"loss", per_target, 3}, {"ppl", std::pow(2.0, per_target), 2}};
+  return {{"loss", nats / std::max(nsentences, 1.0) / kLn2, 3},
+          {"nll_loss", per_target, 3},
+          {"ppl", std::pow(2.0, per_target), 2}};
+}
+
 // 1234567 -> "1,234,567" (Python's "{:,}").
 std::string with_commas(int64_t n) {
   std::string digits = std::to_string(n), out;
@@ -504,22 +515,27 @@ double TrainingRun::run_validation() {
     if (world_.is_main()) progress_.info("fairseq_cli.train", "begin validation on \"" + subset + "\" subset");
     const ValidResult v = validate(*model_, *valid_splits_[k].second, world_, c.max_valid_steps);
     const double prev_best = state_.best_loss;
+    // The validation "loss" fairseq reports, tracks as the best and passes to --patience: per row
+    // with --sentence-avg (the same ranking on a fixed split).
+    const Stats loss_fields =
+        loss_stats(v.loss2 * kLn2 * static_cast<double>(v.ntokens), static_cast<double>(v.ntokens),
+                   static_cast<double>(v.nsentences), c.optim.sentence_avg);
+    const double reported = loss_fields.front().value;
     if (k == 0) {
-      first = v.loss2;
+      first = reported;
       warn_if_exploding(v.loss2);
-      if (std::isnan(state_.best_loss) || better(v.loss2, state_.best_loss)) state_.best_loss = v.loss2;
+      if (std::isnan(state_.best_loss) || better(reported, state_.best_loss)) state_.best_loss = reported;
     }
     if (!world_.is_main()) continue;
     const double batches = std::max(v.batches, 1.0);
-    Stats st = {{"loss", v.loss2, 3},
-                {"ppl", std::pow(2.0, v.loss2), 2},
-                {"wps", static_cast<double>(v.ntokens) / std::max(v.seconds, 1e-9), 1},
+    Stats st = loss_fields;
+    st.insert(st.end(), {{"wps", static_cast<double>(v.ntokens) / std::max(v.seconds, 1e-9), 1},
                 {"wpb", static_cast<double>(v.ntokens) / batches, 1},
                 {"bsz", static_cast<double>(v.nsentences) / batches, 1},
-                {"num_updates", static_cast<double>(state_.num_updates), -1}};
+                {"num_updates", static_cast<double>(state_.num_updates), -1}});
     // fairseq adds best_<metric> once a checkpoint has recorded a best (not on the first validation).
     if (k == 0 && !std::isnan(prev_best)) {
-      const double b = better(v.loss2, prev_best) ? v.loss2 : prev_best;
+      const double b = better(reported, prev_best) ? reported : prev_best;
       st.push_back(ppl_metric ? Stat{"best_ppl", std::pow(2.0, b), 2} : Stat{"best_loss", b, 3});
     }
     progress_.print(subset, "valid on '" + subset + "' subset", st);
@@ -628,17 +644,15 @@ void TrainingRun::after_update(const UpdateResult& r, double step_seconds, int64
   progress_.step(done);
   if (state_.num_updates % c.log_interval != 0) return;
   const double dt = std::max(now_seconds() - log_t0_, 1e-9);
-  const double l2 = log_loss_ / std::max(log_tokens_, 1.0) / kLn2;
   const double updates = static_cast<double>(log_updates_);
-  Stats st = {{"loss", l2, 3},
-              {"ppl", std::pow(2.0, l2), 2},
-              {"wps", log_tokens_ / dt, 1},
+  Stats st = loss_stats(log_loss_, log_tokens_, log_bsz_, c.optim.sentence_avg);
+  st.insert(st.end(), {{"wps", log_tokens_ / dt, 1},
               {"ups", updates / dt, 2},
               {"wpb", log_tokens_ / updates, 1},
               {"bsz", log_bsz_ / updates, 1},
               {"num_updates", static_cast<double>(state_.num_updates), -1},
               {"lr", lr_now(), -1},
-              {"gnorm", log_gnorm_ / updates, 3}};
+              {"gnorm", log_gnorm_ / updates, 3}});
   if (c.optim.clip_norm > 0) st.push_back({"clip", 100.0 * log_clip_ / updates, 1});
   for (const auto& [key, sum] : log_metrics_) st.push_back({key, sum / updates, 3});
   log_metrics_.clear();
@@ -667,18 +681,16 @@ int TrainingRun::stop_requested() {
 
 // fairseq's end-of-epoch "train" line: the epoch's meters (also when a run stops mid-epoch).
 Stats TrainingRun::epoch_stats() const {
-  const double l2 = state_.epoch_loss_sum / std::max(state_.epoch_ntokens, 1.0) / kLn2;
   const double updates = static_cast<double>(std::max<int64_t>(state_.epoch_updates, 1));
   const double elapsed = std::max(clock_.epoch_elapsed + now_seconds() - epoch_t0_, 1e-9);
-  Stats st = {{"loss", l2, 3},
-              {"ppl", std::pow(2.0, l2), 2},
-              {"wps", state_.epoch_ntokens / elapsed, 1},
+  Stats st = loss_stats(state_.epoch_loss_sum, state_.epoch_ntokens, state_.epoch_nsentences, c_.optim.sentence_avg);
+  st.insert(st.end(), {{"wps", state_.epoch_ntokens / elapsed, 1},
               {"ups", static_cast<double>(state_.epoch_updates) / elapsed, 2},
               {"wpb", state_.epoch_ntokens / updates, 1},
               {"bsz", state_.epoch_nsentences / updates, 1},
               {"num_updates", static_cast<double>(state_.num_updates), -1},
               {"lr", lr_now(), -1},
-              {"gnorm", state_.epoch_gnorm_sum / updates, 3}};
+              {"gnorm", state_.epoch_gnorm_sum / updates, 3}});
   if (c_.optim.clip_norm > 0) st.push_back({"clip", 100.0 * state_.epoch_clip_count / updates, 1});
   st.push_back({"train_wall", clock_.epoch_train_wall, 0});
   st.push_back({"wall", now_seconds() - t_start_, 0});
@@ -694,7 +706,8 @@ void TrainingRun::print_epoch_summary(const Stats& stats) {
 
 int TrainingRun::run() {
   const TrainConfig& c = c_;
-  const UpdateParams update_params{.clip_norm = c.optim.clip_norm, .seed = c.seed, .pad = data_.pad};
+  const UpdateParams update_params{
+      .clip_norm = c.optim.clip_norm, .seed = c.seed, .pad = data_.pad, .sentence_avg = c.optim.sentence_avg};
   t_start_ = log_t0_ = now_seconds();
   bool stop = c.max_update > 0 && state_.num_updates >= c.max_update;
   if (stop && world_.is_main())

@@ -38,7 +38,10 @@ UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch>
     sums[0] += head.loss.value().f32()[0];  // the logged loss: the head's, without the aux term
     sums[1] += static_cast<double>(b.ntokens);
     sums[2] += static_cast<double>(b.src.dim(0));
-    sums[3] += b.sample_size > 0 ? static_cast<double>(b.sample_size) : head.sample_size;
+    // fairseq's cross_entropy/adaptive_loss: sample_size = target.size(0) with --sentence-avg.
+    sums[3] += params.sentence_avg ? static_cast<double>(b.src.dim(0))
+               : b.sample_size > 0 ? static_cast<double>(b.sample_size)
+                                   : head.sample_size;
   }
   const auto ps = optim_params(model);
   for (const auto& p : ps) world.allreduce_sum(p.grad, p.numel);  // no-op in a world of size 1

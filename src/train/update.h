@@ -35,6 +35,7 @@ struct UpdateParams {
   double clip_norm = 0.0;  // --clip-norm (0: no clipping)
   uint64_t seed = 1;       // --seed: dropout masks
   int32_t pad = 1;         // padding index: targets equal to it are not scored
+  bool sentence_avg = false;  // --sentence-avg: sample size = rows (fairseq's target.size(0)), not the targets
 };
 
 enum class UpdateOutcome : uint8_t { Applied, SkippedNonFinite };

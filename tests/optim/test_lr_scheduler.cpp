@@ -180,15 +180,124 @@ TEST(Fixed, WarmupAcrossForceAnneal) {
 }
 
 TEST(Schedules, FlagNamesAndStopConditions) {
-  for (auto k : {SchedulerKind::Fixed, SchedulerKind::InverseSqrt, SchedulerKind::Cosine, SchedulerKind::PolynomialDecay})
+  for (auto k : {SchedulerKind::Fixed, SchedulerKind::InverseSqrt, SchedulerKind::Cosine, SchedulerKind::PolynomialDecay,
+                 SchedulerKind::TriStage, SchedulerKind::Triangular})
     EXPECT_EQ(parse_scheduler_kind(scheduler_kind_name(k)), k);
-  EXPECT_NE(error_of([] { parse_scheduler_kind("tri_stage"); }).find("--lr-scheduler tri_stage"), std::string::npos);
+  EXPECT_EQ(parse_scheduler_kind("tri_stage"), SchedulerKind::TriStage);
+  EXPECT_EQ(parse_scheduler_kind("triangular"), SchedulerKind::Triangular);
+  EXPECT_NE(error_of([] { parse_scheduler_kind("tri-stage"); }).find("--lr-scheduler tri-stage"), std::string::npos);
   // fairseq: stop when num_updates ≥ max_update (0 = no limit) or lr ≤ stop_min_lr.
   StopCriteria c{.max_update = 286000, .stop_min_lr = 1e-9};
   EXPECT_EQ(should_stop(c, 285999, 1e-4), StopReason::None);
   EXPECT_EQ(should_stop(c, 286000, 1e-4), StopReason::MaxUpdate);
   EXPECT_EQ(should_stop(c, 10, 1e-9), StopReason::MinLr);
   EXPECT_EQ(should_stop({}, 1000000000, 0.0), StopReason::None);
+}
+
+// tri_stage, lr 1, init_lr_scale 0.01, final 0.01, Ws 10, Hs 5, Ds 10:
+//   warmup 0.01 + n·0.099; hold 1; decay exp(ln(0.01)·(n − 15)/10); then 0.01.
+TEST(TriStage, StepsByHand) {
+  LrSchedule s({.kind = SchedulerKind::TriStage, .lr = {1.0}, .warmup_steps = 10, .hold_steps = 5, .decay_steps = 10});
+  EXPECT_NEAR(s.lr_at(0), 0.01, kTight);
+  EXPECT_NEAR(s.lr_at(5), 0.505, kTight);
+  EXPECT_NEAR(s.lr_at(9), 0.901, kTight);
+  EXPECT_EQ(s.lr_at(10), 1.0);  // hold starts at Ws
+  EXPECT_EQ(s.lr_at(14), 1.0);
+  EXPECT_EQ(s.lr_at(15), 1.0);  // decay step 0: exp(0)
+  EXPECT_NEAR(s.lr_at(20), 0.1, 0.1 * 1e-14);    // exp(ln(0.01)/2)
+  EXPECT_NEAR(s.lr_at(25), 0.01, 0.01 * 1e-14);  // n ≤ Ws+Hs+Ds is still the decay: exp(ln 0.01)
+  EXPECT_EQ(s.lr_at(26), 0.01);                  // final_lr_scale·lr
+  EXPECT_EQ(s.lr_at(100000), 0.01);
+}
+
+// --phase-ratio (0.5, 0.25, 0.25) of --max-update 7: int(3.5), int(1.75), int(1.75) = 3, 1, 1.
+TEST(TriStage, PhaseRatioTruncatesLikePythonInt) {
+  LrSchedule s({.kind = SchedulerKind::TriStage, .lr = {2.0}, .max_update = 7,
+                .phase_ratio = std::array<double, 3>{0.5, 0.25, 0.25}, .init_lr_scale = 0.5, .final_lr_scale = 0.25});
+  EXPECT_EQ(s.lr_at(0), 1.0);                                // 0.5·2
+  EXPECT_NEAR(s.lr_at(1), 1.0 + 1.0 / 3.0, kTight);          // rate (2 − 1)/3
+  EXPECT_NEAR(s.lr_at(2), 1.0 + 2.0 / 3.0, kTight);
+  EXPECT_EQ(s.lr_at(3), 2.0);                                // hold: 3 ≤ n < 4
+  EXPECT_EQ(s.lr_at(4), 2.0);                                // decay step 0
+  EXPECT_NEAR(s.lr_at(5), 0.5, 0.5 * kTight * 4);            // 2·exp(ln 0.25)
+  EXPECT_EQ(s.lr_at(6), 0.5);                                // final 0.25·2
+  EXPECT_EQ(parse_phase_ratio("(0.1, 0.4, 0.5)"), (std::array<double, 3>{0.1, 0.4, 0.5}));
+  EXPECT_EQ(parse_phase_ratio("[0.1,0.4,0.5]"), (std::array<double, 3>{0.1, 0.4, 0.5}));
+  EXPECT_NE(error_of([] { parse_phase_ratio("(0.1, 0.4)"); }).find("--phase-ratio '(0.1, 0.4)': expected 3 numbers"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_phase_ratio("0.1,0.4,0.5,0"); }).find("expected 3 numbers"), std::string::npos);
+}
+
+TEST(TriStage, RefusesWhatFairseqCannotRun) {
+  auto err = [](SchedulerConfig c) { return error_of([&] { LrSchedule s(c); }); };
+  SchedulerConfig ok{.kind = SchedulerKind::TriStage, .lr = {1.0}, .decay_steps = 10};
+  EXPECT_EQ(err(ok), "(no error)");
+  SchedulerConfig c = ok;
+  c.decay_steps = 0;
+  EXPECT_NE(err(c).find("--decay-steps 0: must be > 0 with --lr-scheduler tri_stage"), std::string::npos) << err(c);
+  c = ok;
+  c.phase_ratio = std::array<double, 3>{0.5, 0.5, 0.5};
+  c.max_update = 100;
+  EXPECT_NE(err(c).find("must add up to 1"), std::string::npos) << err(c);
+  c.phase_ratio = std::array<double, 3>{0.1, 0.4, 0.5};
+  c.max_update = 0;
+  EXPECT_NE(err(c).find("--phase-ratio needs --max-update"), std::string::npos) << err(c);
+  c = ok;
+  c.final_lr_scale = 0;
+  EXPECT_NE(err(c).find("--final-lr-scale 0: must be finite and > 0"), std::string::npos) << err(c);
+  c = ok;
+  c.warmup_updates = 100;
+  EXPECT_NE(err(c).find("--warmup-updates is not a tri_stage flag"), std::string::npos) << err(c);
+  c = ok;
+  c.lr = {1.0, 0.5};
+  EXPECT_NE(err(c).find("takes one"), std::string::npos) << err(c);
+}
+
+// triangular, lr 0.1, max_lr 1.1, period 10 (step size 5), lr_shrink 0.5:
+//   cycle 0: 0.1 → 1.1 (n = 5) → 0.1 (n = 10); cycle 1 peaks at 0.55 (n = 15).
+TEST(Triangular, CyclesByHand) {
+  SchedulerConfig c{.kind = SchedulerKind::Triangular, .lr = {0.1}, .lr_period_updates = 10, .lr_shrink = 0.5,
+                    .max_lr = 1.1};
+  LrSchedule s(c);
+  EXPECT_NEAR(s.lr_at(0), 0.1, kTight);   // x = |0 − 2 + 1| = 1
+  EXPECT_NEAR(s.lr_at(2), 0.5, kTight);   // x = 0.6: 0.1 + 1.0·0.4
+  EXPECT_NEAR(s.lr_at(5), 1.1, kTight);   // x = 0
+  EXPECT_NEAR(s.lr_at(8), 0.5, kTight);   // x = |1.6 − 1| = 0.6
+  EXPECT_NEAR(s.lr_at(10), 0.1, kTight);  // cycle 1, x = |2 − 4 + 1| = 1
+  EXPECT_NEAR(s.lr_at(12), 0.28, kTight); // 0.1 + (0.55 − 0.1)·0.4
+  EXPECT_NEAR(s.lr_at(15), 0.55, kTight);
+  c.shrink_min = true;  // the lower bound shrinks too
+  LrSchedule m(c);
+  EXPECT_NEAR(m.lr_at(10), 0.05, kTight);
+  EXPECT_NEAR(m.lr_at(12), 0.25, kTight);  // 0.05 + 0.5·0.4
+  EXPECT_NEAR(m.lr_at(5), 1.1, kTight);    // cycle 0: unchanged
+  // An odd period: the step size is floor(11 / 2) = 5, the same cycle as period 10.
+  c.shrink_min = false;
+  c.lr_period_updates = 11;
+  LrSchedule odd(c);
+  for (int64_t n : {0, 3, 5, 7, 10, 12, 15}) EXPECT_EQ(odd.lr_at(n), s.lr_at(n)) << n;
+  // The default period is fairseq's 5000: the peak is at update 2500.
+  c.lr_period_updates = -1;
+  LrSchedule d(c);
+  EXPECT_NEAR(d.lr_at(2500), 1.1, kTight);
+  EXPECT_NEAR(d.lr_at(5000), 0.1, kTight);
+}
+
+TEST(Triangular, RefusesWhatFairseqCannotRun) {
+  auto err = [](SchedulerConfig c) { return error_of([&] { LrSchedule s(c); }); };
+  SchedulerConfig ok{.kind = SchedulerKind::Triangular, .lr = {0.1}, .max_lr = 1.0};
+  EXPECT_EQ(err(ok), "(no error)");
+  SchedulerConfig c = ok;
+  c.max_lr = -1;
+  EXPECT_NE(err(c).find("needs --max-lr"), std::string::npos) << err(c);
+  c.max_lr = 0.1;
+  EXPECT_NE(err(c).find("--max-lr 0.1 must be more than --lr 0.1"), std::string::npos) << err(c);
+  c = ok;
+  c.lr_period_updates = 1;
+  EXPECT_NE(err(c).find("--lr-period-updates 1: must be >= 2"), std::string::npos) << err(c);
+  c = ok;
+  c.warmup_updates = 10;
+  EXPECT_NE(err(c).find("--warmup-updates is not a triangular flag"), std::string::npos) << err(c);
 }
 
 }  // namespace

@@ -6,7 +6,10 @@
 //                        "params": [{"name": "a", "numel": 7}, ...], "lrs": [lr per step]}
 //                       or, instead of "lrs", a schedule and the epoch of each step:
 //                        "schedule": {"kind": "fixed", "lr": [0.07], "warmup_updates": 7,
-//                                     "force_anneal": 3, "lr_shrink": 0.5}   (all but kind, lr optional)
+//                                     "force_anneal": 3, "lr_shrink": 0.5}   (all but kind, lr optional;
+//                                     also max_update, lr_period_updates, warmup_steps, hold_steps,
+//                                     decay_steps, phase_ratio, init_lr_scale, final_lr_scale, max_lr,
+//                                     shrink_min: SchedulerConfig's fields)
 //                        "epochs": [1-based epoch of each step]   (step n+1 uses lr_at_epoch(n, epoch))
 //   CASE_DIR/init.f32   initial values, params concatenated              [P] float32 LE
 //   CASE_DIR/grads.f32  grads of every step                              [steps, P]
@@ -62,6 +65,16 @@ int main(int argc, char** argv) {
       if (s.contains("warmup_updates")) sc.warmup_updates = s["warmup_updates"].get<int64_t>();
       if (s.contains("force_anneal")) sc.force_anneal = s["force_anneal"].get<int64_t>();
       if (s.contains("lr_shrink")) sc.lr_shrink = s["lr_shrink"].get<double>();
+      if (s.contains("max_update")) sc.max_update = s["max_update"].get<int64_t>();
+      if (s.contains("lr_period_updates")) sc.lr_period_updates = s["lr_period_updates"].get<double>();
+      if (s.contains("warmup_steps")) sc.warmup_steps = s["warmup_steps"].get<int64_t>();
+      if (s.contains("hold_steps")) sc.hold_steps = s["hold_steps"].get<int64_t>();
+      if (s.contains("decay_steps")) sc.decay_steps = s["decay_steps"].get<int64_t>();
+      if (s.contains("phase_ratio")) sc.phase_ratio = s["phase_ratio"].get<std::array<double, 3>>();
+      if (s.contains("init_lr_scale")) sc.init_lr_scale = s["init_lr_scale"].get<double>();
+      if (s.contains("final_lr_scale")) sc.final_lr_scale = s["final_lr_scale"].get<double>();
+      if (s.contains("max_lr")) sc.max_lr = s["max_lr"].get<double>();
+      if (s.contains("shrink_min")) sc.shrink_min = s["shrink_min"].get<bool>();
       const LrSchedule sched(sc);
       const auto epochs = c["epochs"].get<std::vector<int64_t>>();
       for (size_t n = 0; n < epochs.size(); ++n) lrs.push_back(sched.lr_at_epoch(static_cast<int64_t>(n), epochs[n]));
