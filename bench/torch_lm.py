@@ -302,6 +302,7 @@ def run_train(args):
     for _ in range(args.warmup):
         step()
     t0, c0 = time.perf_counter(), time.process_time()
+    last_loss = float("nan")
     for _ in range(args.steps):
         last_loss = step()
     dt, cpu = (time.perf_counter() - t0) / args.steps, (time.process_time() - c0) / args.steps
@@ -326,6 +327,7 @@ def run_eval_one(args, T):
     for _ in range(args.warmup):
         score()
     t0, c0 = time.perf_counter(), time.process_time()
+    nll = float("nan")
     for _ in range(args.steps):
         nll = -float(score())
     dt, cpu = (time.perf_counter() - t0) / args.steps, (time.process_time() - c0) / args.steps
