@@ -2,7 +2,8 @@
 // during backward, and at the moment it is reported its gradient is already final — a copy taken
 // then equals the gradient after backward bit for bit. That is what lets dist::BucketAllreduce
 // send a bucket while backward goes on. Checked on a plain, a tied and an adaptive-softmax model
-// (fused q/k/v views, tied weights, clusters a batch may leave unused).
+// (fused q/k/v views, tied weights, clusters a batch may leave unused), and on T5 / learned / rope
+// positions (a table shared by all layers).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -86,6 +87,16 @@ TEST(GradReady, AdaptiveSoftmaxAndInput) {
   c.adaptive_input_cutoff = "20,40";
   c.criterion = models::Criterion::AdaptiveLoss;
   check_reports_final_gradients(c);
+}
+
+// Position methods with their own parameters: T5's one bias table shared by every layer (first
+// taken by layer 0, so final only at the end), learned positions (an embedding beside the tokens').
+TEST(GradReady, SharedT5TableAndLearnedPositions) {
+  for (models::PosMethod pos : {models::PosMethod::T5, models::PosMethod::Learned, models::PosMethod::Rope}) {
+    auto c = tiny();
+    c.pos = pos;
+    check_reports_final_gradients(c);
+  }
 }
 
 TEST(GradReady, RefusesOverlappingLeaves) {
