@@ -10,8 +10,11 @@
 //          length in a fresh process so VmHWM is that length's own peak
 //
 // Figures per measurement: tokens per wall second, tokens per CPU second of the process,
-// model FLOP/s per CPU second ("mfu_cpu" = that rate / 116.7 GFLOP/s, one Zen 4 core's fp32
-// peak from MEASURED.md; "mfu_wall" = FLOP/s per wall second / (threads · 116.7)).
+// model FLOP/s per CPU second ("mfu_cpu" = that rate / P, P = this host's fp32 FMA peak per core
+// with --threads busy, measured at startup by bench/peak_flops.h or given by --peak-gflops;
+// "mfu_wall" = FLOP/s per wall second / (threads · P)); with --bf16 also "mfu_cpu_of_bf16_peak"
+// against the measured vdpbf16ps peak (absent where the CPU has none). "peak_gflops_per_core",
+// "cpu_family" and "cpu_model" say what was divided by.
 // FLOPs: 6·N per trained token (2·N evaluated) with N the weights of the matrix products (every
 // Linear and the output projection; the input embedding is a lookup), plus causal attention:
 // 2·L·T·C per token forward (QKᵀ and PV over the visible half), three times that in training.
@@ -43,12 +46,15 @@
 #include "ops/gemm.h"
 #include "optim/grad_clip.h"
 #include "optim/optimizer.h"
+#include "peak_flops.h"
 
 using namespace stretch;
 
 namespace {
 
-constexpr double kCorePeak = 116.7e9;  // fp32 FLOP/s of one core (MEASURED.md)
+// fp32 (and bf16, 0 = none) FLOP/s per core with the benchmark's threads busy; set in main().
+double g_core_peak = 0, g_core_peak_bf16 = 0;
+bench::CpuInfo g_cpu;
 
 struct Args {
   std::string mode;
@@ -131,8 +137,13 @@ std::vector<int32_t> random_tokens(Rng& rng, int64_t n, int64_t vocab) {
 void add_rates(nlohmann::json& r, double tokens, double flops_per_token, double wall, double cpu, int threads) {
   r["tokens_per_s"] = std::round(tokens / wall * 10) / 10;
   r["tokens_per_cpu_s"] = std::round(tokens / cpu * 10) / 10;
-  r["mfu_cpu"] = std::round(tokens * flops_per_token / cpu / kCorePeak * 1000) / 1000;
-  r["mfu_wall"] = std::round(tokens * flops_per_token / wall / (threads * kCorePeak) * 1000) / 1000;
+  r["mfu_cpu"] = std::round(tokens * flops_per_token / cpu / g_core_peak * 1000) / 1000;
+  r["mfu_wall"] = std::round(tokens * flops_per_token / wall / (threads * g_core_peak) * 1000) / 1000;
+  if (r.value("precision", "") == "bf16" && g_core_peak_bf16 > 0)
+    r["mfu_cpu_of_bf16_peak"] = std::round(tokens * flops_per_token / cpu / g_core_peak_bf16 * 1000) / 1000;
+  r["peak_gflops_per_core"] = std::round(g_core_peak / 1e8) / 10;
+  r["cpu_family"] = g_cpu.family;
+  r["cpu_model"] = g_cpu.model;
 }
 
 void run_train(const Args& a) {
@@ -220,6 +231,10 @@ int main(int argc, char** argv) {
   CLI::App app{"stretch model benchmark: one JSON line per measurement (see bench/compare.py)"};
   app.add_option("mode", a.mode, "train | eval")->required()->check(CLI::IsMember({"train", "eval"}));
   app.add_option("--threads", a.threads, "OpenMP / oneDNN threads");
+  double peak_gflops = 0, peak_gflops_bf16 = -1;
+  app.add_option("--peak-gflops", peak_gflops,
+                 "fp32 peak per core in GFLOP/s for the MFU fields (0: measure it now, bench/peak_flops.h)");
+  app.add_option("--peak-gflops-bf16", peak_gflops_bf16, "bf16 peak per core in GFLOP/s (0: none; -1: measure)");
   app.add_option("--arch", a.arch, "preset the sizes start from");
   app.add_option("--pos", a.pos, "position method");
   app.add_option("--vocab", a.vocab, "V");
@@ -242,6 +257,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(a.threads);
+    g_cpu = bench::cpu_info();
+    if (peak_gflops <= 0 || peak_gflops_bf16 < 0) {
+      const bench::Peak p = bench::measure_peak(g_cpu, a.threads, 0.2);
+      if (peak_gflops <= 0) peak_gflops = p.fp32_n() / a.threads;
+      if (peak_gflops_bf16 < 0) peak_gflops_bf16 = p.bf16_n > 0 ? p.bf16_n / a.threads : 0;
+    }
+    g_core_peak = peak_gflops * 1e9;
+    g_core_peak_bf16 = peak_gflops_bf16 * 1e9;
     if (a.bf16) ops::set_matmul_precision(ops::GemmPrecision::Bf16);
     if (a.mode == "train") {
       run_train(a);

@@ -27,7 +27,18 @@ figures are the comparable ones (one thread; with two threads a descheduled Open
 the other spin, which CPU time counts). Model FLOPs utilisation (MFU) uses one formula for both
 sides: 6·N per trained token (2·N evaluated), N = weights of the matrix products (every Linear
 and the output projection), plus causal attention 2·L·T·C per token forward (x3 in training),
-against 116.7 GFLOP/s per core (MEASURED.md: 233 on 2 cores).
+against THIS host's fp32 FMA peak per core, measured in the same run by build/bench/bench_peak
+(bench/peak_flops.h) on 1 thread and on each --threads count (a row with t threads divides by the
+t-thread peak / t); the bf16 column's MFU divides by the measured vdpbf16ps peak ("none" where
+the CPU has no avx512_bf16). The CPU model, family, model number and flags head the output, and
+--write-docs files the tables under that host in docs/BENCHMARKS.md (one block per host type).
+
+PyTorch 1.13's OpenBLAS picks its kernels by OPENBLAS_CORETYPE; an environment that sets it
+(e.g. Haswell on a Zen 5 host) can halve its matmul speed. The 1.13 anchor therefore runs as the
+environment has it ("t113"), with it unset ("t113-unset", when it was set) and forced to
+SkylakeX where the CPU has avx512f ("t113-skx"); a variant whose final loss (training) or NLL
+(evaluation) disagrees with t113's by more than 1e-3 relative is dropped from the anchor choice
+(and reported), and the fastest agreeing one is the anchor.
 
 Usage (from the repository root, after building):
   build/pyenv/bin/python bench/compare.py                  # everything, 1 thread (~25 min)
@@ -47,7 +58,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-CORE_PEAK = 116.7e9
+SKX = "SkylakeX"  # OpenBLAS's AVX-512 core type
 
 MODELS = {
     "small": {"layers": 4, "embed_dim": 256, "heads": 4, "ffn_dim": 1024},
@@ -64,6 +75,51 @@ def fwd_flops_per_token(m, V, T):
     return 2 * matmul_params(m, V) + 2 * m["layers"] * T * m["embed_dim"]
 
 
+def measure_peaks(args):
+    """{threads: bench_peak record} for 1 and every --threads count, measured now."""
+    out = {}
+    for t in sorted(set([1] + args.thread_list)):
+        recs = run_json([args.peak_bench, "--threads", str(t), "--seconds", str(args.peak_seconds)])
+        if len(recs) != 1 or recs[0].get("bench") != "peak":
+            sys.stderr.write(f"compare: {args.peak_bench} printed no peak record\n")
+            raise SystemExit(1)
+        out[t] = recs[0]
+    return out
+
+
+def core_peak(args, threads, kind="fp32"):
+    """FLOP/s per core with `threads` threads busy (the t-thread peak / t); None where the CPU
+    has no such instructions (bf16 without avx512_bf16)."""
+    g = args.peaks[threads][f"{kind}_gflops"]
+    if g == "none":
+        return None
+    return g[str(threads)] * 1e9 / threads
+
+
+def host_key(peak):
+    c = peak["cpu"]
+    return f"{c['model_name']}, family {c['family']} model {c['model']} ({' '.join(c['flags'])})"
+
+
+def peak_line(args):
+    one = args.peaks[1]
+    parts = [f"Host: {host_key(one)}. Peak measured in this run (bench_peak, best of 5): fp32 FMA "
+             f"{one['fp32_gflops']['1']:.1f} GFLOP/s on 1 thread ({one['fp32_isa']})"]
+    for t in args.thread_list:
+        if t > 1:
+            parts.append(f"{args.peaks[t]['fp32_gflops'][str(t)]:.1f} on {t}")
+    bf = one["bf16_gflops"]
+    bft = "" if bf == "none" else ", ".join(f"{args.peaks[t]['bf16_gflops'][str(t)]:.1f} on {t}"
+                                            for t in args.thread_list if t > 1)
+    parts.append("bf16 vdpbf16ps none (no avx512_bf16)" if bf == "none" else
+                 f"bf16 vdpbf16ps {bf['1']:.1f} on 1 thread" + (f", {bft}" if bft else ""))
+    return ", ".join(parts) + "."
+
+
+def fmt_mfu(x):
+    return "n/a" if x is None else f"{x:.2f}"
+
+
 def run_json(cmd, env=None):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
@@ -78,8 +134,10 @@ def model_flags(m):
 
 
 def stretch_cmd(args, mode, m, V, threads, extra):
+    bf = core_peak(args, threads, "bf16")
+    peak = ["--peak-gflops", f"{core_peak(args, threads) / 1e9:.3f}", "--peak-gflops-bf16", f"{(bf or 0) / 1e9:.3f}"]
     return [args.stretch_bench, mode, "--threads", str(threads), "--vocab", str(V)] + model_flags(m) + extra + \
-        ["--warmup", str(args.warmup), "--steps", str(args.steps)]
+        peak + ["--warmup", str(args.warmup), "--steps", str(args.steps)]
 
 
 def torch_cmd(args, mode, m, V, threads, extra, variant="1.13"):
@@ -89,13 +147,22 @@ def torch_cmd(args, mode, m, V, threads, extra, variant="1.13"):
         model_flags(m) + extra + ["--warmup", str(args.warmup), "--steps", str(args.steps)]
 
 
+def side_env(side, env):
+    """The environment of a side: the 1.13 variants differ only in OPENBLAS_CORETYPE."""
+    if side == "t113-unset":
+        return {k: v for k, v in env.items() if k != "OPENBLAS_CORETYPE"}
+    if side == "t113-skx":
+        return dict(env, OPENBLAS_CORETYPE=SKX)
+    return env
+
+
 def interleaved(args, makers, env):
     """A B C, C B A, ...: makers is a list of (side, make_cmd); returns {side: [records of each run]}."""
     runs = {side: [] for side, _ in makers}
     for r in range(args.repeats):
         order = makers if r % 2 == 0 else list(reversed(makers))
         for side, make in order:
-            recs = run_json(make(), env)
+            recs = run_json(make(), side_env(side, env))
             runs[side].append(recs)
             for rec in recs:
                 rec["side"] = side
@@ -116,6 +183,10 @@ def best(runs, key="tokens_per_cpu_s"):
 def torch_sides(args, mode):
     """[(side name, variant)] of the PyTorch runs for this mode."""
     sides = [("t113", "1.13")]
+    if "OPENBLAS_CORETYPE" in os.environ:
+        sides.append(("t113-unset", "1.13"))
+    if "avx512f" in args.peaks[1]["cpu"]["flags"] and os.environ.get("OPENBLAS_CORETYPE") != SKX:
+        sides.append(("t113-skx", "1.13"))
     if args.torch2:
         sides.append(("sdpa", "sdpa"))
         if mode == "eval" and not args.no_flex:
@@ -123,12 +194,28 @@ def torch_sides(args, mode):
     return sides
 
 
+def agreeing(runs, sides):
+    """The sides whose result agrees with t113's (the environment's own setting): an
+    OPENBLAS_CORETYPE variant must compute the same loss / NLL to 1e-3 relative."""
+    ref = runs["t113"][0][0].get("loss")
+    ok = []
+    for side, _ in sides:
+        got = runs[side][0][0].get("loss")
+        if side.startswith("t113-") and ref is not None and got is not None and \
+                abs(got - ref) > 1e-3 * max(abs(ref), 1e-30):
+            print(f"  compare: {side} disagrees with t113 (loss {got} vs {ref}): not used as the anchor",
+                  file=sys.stderr)
+            continue
+        ok.append((side, _))
+    return ok
+
+
 def anchor(runs, sides, threads=1):
-    """The fastest PyTorch side: (name, record, all runs). With one thread by tokens per CPU
-    second (steady on a shared host); with more by tokens per wall second (what a user of all
+    """The fastest agreeing PyTorch side: (name, record, all runs). With one thread by tokens per
+    CPU second (steady on a shared host); with more by tokens per wall second (what a user of all
     the threads gets: CPU seconds do not count a core left idle by a serial region)."""
     key = "tokens_per_cpu_s" if threads == 1 else "tokens_per_s"
-    name = max((side for side, _ in sides), key=lambda sd: best(runs[sd], key)[0][key])
+    name = max((side for side, _ in agreeing(runs, sides)), key=lambda sd: best(runs[sd], key)[0][key])
     return name, best(runs[name], key)[0], runs[name]
 
 
@@ -159,15 +246,19 @@ def train_section(args, env):
                     print(f"  train {mname} V={V} T={T} threads={threads}: stretch {s['tokens_per_cpu_s']:.0f} "
                           f"torch {t['others']}" + (f" bf16 {b['tokens_per_cpu_s']:.0f}" if b else "") +
                           " tokens/CPU-s", file=sys.stderr)
-    bf = " stretch bf16 tok/CPU-s | **bf16 ratio (CPU)** | stretch bf16 tok/s | bf16 ratio (wall) |" if args.bf16 else ""
+    bf = (" stretch bf16 tok/CPU-s | **bf16 ratio (CPU)** | stretch bf16 tok/s | bf16 ratio (wall) | "
+          "MFU bf16 (CPU, of the bf16 peak) |" if args.bf16 else "")
     lines = ["| threads | model | V | T | stretch tok/CPU-s | PyTorch tok/CPU-s (" + " / ".join(
              n for n, _ in torch_sides(args, "train")) + ") | anchor | **ratio (CPU)** | "
              "stretch tok/s | anchor tok/s | ratio (wall) | MFU stretch / anchor (CPU) |" + bf,
-             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|" if args.bf16 else "")]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|---|" if args.bf16 else "")]
     for threads, mname, V, T, s, t, b, f in rows:
-        mfu_s, mfu_t = s["tokens_per_cpu_s"] * f / CORE_PEAK, t["tokens_per_cpu_s"] * f / CORE_PEAK
+        peak = core_peak(args, threads)
+        mfu_s, mfu_t = s["tokens_per_cpu_s"] * f / peak, t["tokens_per_cpu_s"] * f / peak
+        bpeak = core_peak(args, threads, "bf16")
         extra = (f" {fmt(b['tokens_per_cpu_s'])} | **{b['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | "
-                 f"{fmt(b['tokens_per_s'])} | {b['tokens_per_s'] / t['tokens_per_s']:.2f} |" if b else "")
+                 f"{fmt(b['tokens_per_s'])} | {b['tokens_per_s'] / t['tokens_per_s']:.2f} | "
+                 f"{fmt_mfu(b['tokens_per_cpu_s'] * f / bpeak if bpeak else None)} |" if b else "")
         others = " / ".join(fmt(x) for x in t["others"].values())
         lines.append(f"| {threads} | {mname} | {V:,} | {T} | {fmt(s['tokens_per_cpu_s'])} | {others} | {t['anchor']} | "
                      f"**{s['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | {fmt(s['tokens_per_s'])} | "
@@ -208,11 +299,16 @@ def eval_section(args, env):
                      f"**{s['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | {fmt(s['tokens_per_s'])} | "
                      f"{fmt(t['tokens_per_s'])} | {s['tokens_per_s'] / t['tokens_per_s']:.2f} | "
                      f"{s_rss:,.0f} / {t_rss:,.0f} | **{s_rss / t_rss:.2f}** | {s_rss / t_rss_min:.2f} | "
-                     f"{s['tokens_per_cpu_s'] * f / CORE_PEAK:.2f} |")
+                     f"{s['tokens_per_cpu_s'] * f / core_peak(args, threads):.2f} |")
     return "\n".join(lines)
 
 
 DOC_BEGIN, DOC_END = "<!-- bench/compare.py tables: begin -->", "<!-- bench/compare.py tables: end -->"
+
+
+def host_markers(key):
+    """docs/BENCHMARKS.md keeps one block of compare.py tables per host type."""
+    return f"<!-- bench/compare.py tables [{key}]: begin -->", f"<!-- bench/compare.py tables [{key}]: end -->"
 
 
 def replace_doc_block(text, command, begin, end, who):
@@ -234,8 +330,21 @@ def replace_doc_block(text, command, begin, end, who):
     print(f"{who}: wrote the tables into {path}", file=sys.stderr)
 
 
-def write_docs(text, argv):
-    replace_doc_block(text, "build/pyenv/bin/python bench/compare.py " + " ".join(argv), DOC_BEGIN, DOC_END, "compare")
+def write_docs(text, argv, key):
+    """Files the tables under this host's markers; a host seen for the first time gets its own
+    block, added after the last compare.py block."""
+    begin, end = host_markers(key)
+    path = os.path.join(ROOT, "docs", "BENCHMARKS.md")
+    with open(path) as f:
+        doc = f.read()
+    if begin not in doc:
+        anchor_end = doc.rfind("<!-- bench/compare.py tables")
+        cut = doc.find("-->", anchor_end) + 3 if anchor_end >= 0 else len(doc)
+        doc = doc[:cut] + f"\n\nHost type {key}:\n\n{begin}\n{end}" + doc[cut:]
+        with open(path + ".tmp", "w") as f:
+            f.write(doc)
+        os.replace(path + ".tmp", path)
+    replace_doc_block(text, "build/pyenv/bin/python bench/compare.py " + " ".join(argv), begin, end, "compare")
 
 
 def torch_versions(args):
@@ -262,6 +371,8 @@ def main():
     ap.add_argument("--bf16", action="store_true", help="training: also stretch --bf16 (a third column)")
     ap.add_argument("--quick", action="store_true", help="small model, T 128, eval up to 2048, 1 repeat")
     ap.add_argument("--stretch-bench", default=os.path.join(ROOT, "build", "bench", "bench_model"))
+    ap.add_argument("--peak-bench", default=os.path.join(ROOT, "build", "bench", "bench_peak"))
+    ap.add_argument("--peak-seconds", type=float, default=0.5, help="bench_peak time per kernel and thread count")
     ap.add_argument("--python", default=None, help="python with torch 1.13 (default: build/pyenv, else this one)")
     ap.add_argument("--torch2", default=None,
                     help="python with the current PyTorch (default: build/torch2env if bench/setup_torch2.sh made it)")
@@ -296,13 +407,17 @@ def main():
                      "or pass --no-torch2)")
     if not os.path.exists(args.stretch_bench):
         ap.error(f"{args.stretch_bench} not found: build first (cmake --build build --target bench_model)")
+    if not os.path.exists(args.peak_bench):
+        ap.error(f"{args.peak_bench} not found: build first (cmake --build build --target bench_peak)")
+    args.peaks = measure_peaks(args)
     args.json_file = open(args.json, "w") if args.json else None
     env = dict(os.environ)
     load0, t0 = os.getloadavg(), time.time()
     out = [f"Run {time.strftime('%Y-%m-%d %H:%M')}, load average at start {load0[0]:.1f} "
            f"(1 min) / {load0[1]:.1f} (5 min) on {os.cpu_count()} cores; best of {args.repeats} per side, "
            f"A B B A interleaved; {args.warmup} warm-up + {args.steps} timed steps each; PyTorch "
-           f"{' and '.join(torch_versions(args))}."]
+           f"{' and '.join(torch_versions(args))}; OPENBLAS_CORETYPE "
+           f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')} in the environment.", "", peak_line(args)]
     if args.only in ("train", "all"):
         out += ["", "Training (B = %d, pre-norm, untied, dropout 0.1, ALiBi):" % args.batch, "",
                 train_section(args, env)]
@@ -313,7 +428,7 @@ def main():
     out += ["", f"Load average at end {load1[0]:.1f} / {load1[1]:.1f}; {time.time() - t0:.0f} s in all."]
     print("\n".join(out))
     if args.write_docs:
-        write_docs("\n".join(out), [a for a in sys.argv[1:] if a != "--write-docs"])
+        write_docs("\n".join(out), [a for a in sys.argv[1:] if a != "--write-docs"], host_key(args.peaks[1]))
 
 
 if __name__ == "__main__":

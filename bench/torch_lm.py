@@ -297,16 +297,19 @@ def run_train(args):
             p.grad.mul_(1.0 / (B * T))
         torch.nn.utils.clip_grad_norm_(m.parameters(), 0.1)
         opt.step()
+        return loss.item()
 
     for _ in range(args.warmup):
         step()
     t0, c0 = time.perf_counter(), time.process_time()
+    last_loss = float("nan")
     for _ in range(args.steps):
-        step()
+        last_loss = step()
     dt, cpu = (time.perf_counter() - t0) / args.steps, (time.process_time() - c0) / args.steps
     emit({"bench": "torch_lm", "mode": "train", "pos": args.pos, "B": B, "T": T, "V": args.vocab,
           "tokens_per_s": round(B * T / dt, 1), "tokens_per_cpu_s": round(B * T / cpu, 1),
-          "step_s": round(dt, 4), "steps": args.steps, **env_info(args)})
+          "step_s": round(dt, 4), "steps": args.steps, "loss": last_loss,
+          "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "unset"), **env_info(args)})
 
 
 def run_eval_one(args, T):
@@ -324,13 +327,14 @@ def run_eval_one(args, T):
     for _ in range(args.warmup):
         score()
     t0, c0 = time.perf_counter(), time.process_time()
+    nll = float("nan")
     for _ in range(args.steps):
-        score()
+        nll = -float(score())
     dt, cpu = (time.perf_counter() - t0) / args.steps, (time.process_time() - c0) / args.steps
     emit({"bench": "torch_lm", "mode": "eval", "pos": args.pos, "B": 1, "T": T, "V": args.vocab,
           "tokens_per_s": round(T / dt, 1), "tokens_per_cpu_s": round(T / cpu, 1), "pass_s": round(dt, 4),
-          "peak_rss_mb": round(peak_rss_mb(), 1),
-          "steps": args.steps, **env_info(args)})
+          "peak_rss_mb": round(peak_rss_mb(), 1), "loss": nll,
+          "steps": args.steps, "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "unset"), **env_info(args)})
 
 
 def run_eval(args):

@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # micro-benchmarks
   libopenmpi-dev openmpi-bin  # data parallelism (optional at build time)
+  iproute2                    # the two-host MPI test (network namespaces, tests/dist)
   python3 python3-numpy python3-torch python3-venv  # parity oracle (Debian's torch 1.13)
   libopenblas0-openmp libtcmalloc-minimal4  # PyTorch anchors (bench/torch_lm.py): MEASURED.md's tuned setup
   gnuplot-nox                 # extrapolation plot (PNG + SVG)

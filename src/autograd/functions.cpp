@@ -237,7 +237,7 @@ Var scatter_rows(const std::vector<RowPart>& parts, const Shape& out_shape) {
                   "scatter_rows: " << p.rows.numel() << " rows for " << p.x.shape().str() << " into [" << n_out << ", "
                                    << c << "]");
     ops::row_gather_backward(y.data(), p.x.data(), p.rows.i64(), {.n = p.rows.numel(), .rows = n_out, .c = c});
-    grad = grad || needs_grad({&p.x});
+    grad = needs_grad({&p.x}) || grad;  // every part seen (a GradWatch notes each)
   }
   if (grad) {
     y.set_requires_grad(true);

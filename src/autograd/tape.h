@@ -3,6 +3,9 @@
 // pushes one backward closure onto the thread's tape; Tape::backward(loss) seeds d(loss) and
 // replays the closures in reverse, accumulating into .grad() of inputs, then clears the tape
 // (releasing saved activations to the pool). NoGradGuard turns recording off (evaluation).
+// A GradWatch (autograd/grad_ready.h), when set, sees every input of a recording op with the
+// index its closure will have at least, and every closure index once it has run in backward: what
+// tells data parallelism that a parameter's gradient is final (dist/bucket_allreduce.h).
 #pragma once
 #include <functional>
 #include <vector>
@@ -10,6 +13,19 @@
 #include "autograd/var.h"
 
 namespace stretch::autograd {
+
+// Observer of gradient flow; see grad_ready.h. Null (the default) costs one load per op.
+class GradWatch {
+ public:
+  virtual ~GradWatch() = default;
+  // Forward: an op about to record has an input whose gradient buffer is [grad, grad + numel);
+  // its closure will be at index >= tape_index (nested ops may push first).
+  virtual void on_input(const float* grad, int64_t numel, size_t tape_index) = 0;
+  // Backward: the closure at tape_index has run (indices arrive in decreasing order).
+  virtual void on_entry_done(size_t tape_index) = 0;
+};
+GradWatch* grad_watch();            // the current thread's watch (nullptr: none)
+void set_grad_watch(GradWatch* w);  // nullptr removes it
 
 class Tape {
  public:
@@ -28,9 +44,13 @@ bool grad_enabled();
 // True when an op with these inputs must record a backward closure.
 inline bool needs_grad(std::initializer_list<const Var*> inputs) {
   if (!grad_enabled()) return false;
+  bool any = false;
   for (const Var* v : inputs)
-    if (v && v->defined() && v->requires_grad()) return true;
-  return false;
+    if (v && v->defined() && v->requires_grad()) any = true;
+  if (GradWatch* w = any ? grad_watch() : nullptr)
+    for (const Var* v : inputs)
+      if (v && v->defined() && v->requires_grad() && v->has_grad()) w->on_input(v->grad().f32(), v->numel(), tape().size());
+  return any;
 }
 
 class NoGradGuard {

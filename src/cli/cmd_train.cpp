@@ -191,11 +191,18 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_flag("--sentence-avg", o.sentence_avg,
                "normalise the gradient and the logged loss by the rows of the batch (fairseq's sentences: blocks "
                "with --sample-break-mode none, lines with eos, packed lines with complete), not the targets");
+  sub.add_option("--ddp-backend", c.ddp_backend,
+                 "under mpirun: pytorch_ddp/c10d sum gradients in buckets during backward, legacy_ddp/no_c10d "
+                 "after it")
+      ->check(CLI::IsMember({"pytorch_ddp", "c10d", "legacy_ddp", "no_c10d"}))
+      ->capture_default_str();
+  sub.add_option("--bucket-cap-mb", c.bucket_cap_mb, "gradient bucket size for --ddp-backend pytorch_ddp (MiB)")
+      ->transform(int_at_least(0, "0: one parameter per bucket"))
+      ->capture_default_str();
 
   add_model_flags(sub, *model);
 
   // fairseq flags with no meaning on a CPU build (accepted, reported once).
-  add_ignored_flag(sub, "--ddp-backend", "stretch averages gradients over MPI itself", true);
   add_ignored_flag(sub, "--fp16-no-flatten-grads", "gradients are never flattened", false);
   add_ignored_flag(sub, "--fp16-init-scale", "bf16 needs no loss scaling", true);
   add_ignored_flag(sub, "--fp16-scale-window", "bf16 needs no loss scaling", true);

@@ -20,6 +20,9 @@ namespace stretch::train {
 enum class LogFormat : uint8_t { Simple, Json, None, Tqdm };
 const char* log_format_name(LogFormat f);
 
+// --ddp-backend names: true for the bucketed all-reduce overlapped with backward.
+inline bool ddp_overlaps(const std::string& backend) { return backend == "pytorch_ddp" || backend == "c10d"; }
+
 struct OptimSettings {
   optim::OptimizerKind optimizer = optim::OptimizerKind::Nag;  // --optimizer (optim/optimizer.h names)
   std::vector<double> lr = {0.25};    // --lr "0.25" or "0.25,0.1" (fixed: one per epoch, the last repeats)
@@ -101,6 +104,11 @@ struct TrainConfig {
   bool no_progress_bar = false;
   int64_t max_consecutive_nan = 10;       // stop after this many skipped non-finite updates in a row
   bool skip_invalid_size_inputs_valid_test = false;
+  // fairseq's distributed_training group. --ddp-backend: pytorch_ddp / c10d sum gradients in
+  // buckets of --bucket-cap-mb overlapped with backward; legacy_ddp / no_c10d after backward,
+  // one all-reduce per parameter (train/update.h). Same sums either way for 2 processes.
+  std::string ddp_backend = "pytorch_ddp";
+  int64_t bucket_cap_mb = 25;
   OptimSettings optim;
   // The model config (fairseq keys, "arch" included; models/registry.h resolves and builds it).
   nlohmann::json model = nlohmann::json::object();

@@ -240,6 +240,9 @@ class TrainingRun {
 
   TrainConfig c_;
   const dist::World& world_;
+  // --ddp-backend pytorch_ddp/c10d with more than one process: gradients summed in buckets
+  // during backward (train/update.h step 2); null otherwise.
+  std::unique_ptr<dist::BucketAllreduce> buckets_;
   LmData data_;
   std::unique_ptr<LmSplit> train_split_;
   std::vector<std::pair<std::string, std::unique_ptr<LmSplit>>> valid_splits_;  // --valid-subset a,b
@@ -706,8 +709,13 @@ void TrainingRun::print_epoch_summary(const Stats& stats) {
 
 int TrainingRun::run() {
   const TrainConfig& c = c_;
-  const UpdateParams update_params{
-      .clip_norm = c.optim.clip_norm, .seed = c.seed, .pad = data_.pad, .sentence_avg = c.optim.sentence_avg};
+  if (world_.size() > 1 && ddp_overlaps(c.ddp_backend))
+    buckets_ = std::make_unique<dist::BucketAllreduce>(world_, grad_slices(*model_), c.bucket_cap_mb * 1024 * 1024);
+  const UpdateParams update_params{.clip_norm = c.optim.clip_norm,
+                                   .seed = c.seed,
+                                   .pad = data_.pad,
+                                   .sentence_avg = c.optim.sentence_avg,
+                                   .buckets = buckets_.get()};
   t_start_ = log_t0_ = now_seconds();
   bool stop = c.max_update > 0 && state_.num_updates >= c.max_update;
   if (stop && world_.is_main())

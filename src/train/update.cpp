@@ -2,8 +2,10 @@
 #include "train/update.h"
 
 #include <cmath>
+#include <optional>
 
 #include "autograd/functions.h"
+#include "autograd/grad_ready.h"
 #include "autograd/tape.h"
 #include "optim/grad_clip.h"
 
@@ -16,6 +18,12 @@ std::vector<optim::OptimParam> optim_params(models::LanguageModel& model) {
   return out;
 }
 
+std::vector<dist::GradSlice> grad_slices(models::LanguageModel& model) {
+  std::vector<dist::GradSlice> out;
+  for (const auto& p : optim_params(model)) out.push_back({.grad = p.grad, .numel = p.numel});
+  return out;
+}
+
 UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch> group, optim::Optimizer& optimizer,
                           const optim::LrSchedule& schedule, TrainState& state, const UpdateParams& params,
                           const dist::World& world, models::SegmentState* segment) {
@@ -23,9 +31,33 @@ UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch>
   r.lr = schedule.lr_at_epoch(state.num_updates, state.epoch);
   model.params().zero_grad();
   double sums[4] = {0, 0, 0, 0};  // loss (nats), ntokens, sentences, sample size
+  // Overlap: the last micro-batch with data is watched; each parameter whose gradient is final
+  // goes to its bucket, and buckets start in order (every rank the same).
+  dist::BucketAllreduce* buckets = world.size() > 1 ? params.buckets : nullptr;
+  std::vector<dist::GradSlice> slices;
+  size_t last = group.size();
+  if (buckets) {
+    slices = grad_slices(model);
+    STRETCH_CHECK(slices.size() == buckets->params().size(),
+                  "train_update: the bucketed all-reduce was built for another parameter list");
+    for (size_t k = 0; k < slices.size(); ++k)
+      STRETCH_CHECK(slices[k].grad == buckets->params()[k].grad && slices[k].numel == buckets->params()[k].numel,
+                    "train_update: parameter " << k << "'s gradient buffer moved since the bucketed all-reduce was built");
+    buckets->begin();
+    for (size_t i = 0; i < group.size(); ++i)
+      if (group[i].src.defined()) last = i;
+  }
   for (size_t i = 0; i < group.size(); ++i) {
     const LmBatch& b = group[i];
     if (!b.src.defined()) continue;
+    std::optional<autograd::GradReady> ready;
+    std::optional<autograd::GradWatchScope> watch;
+    if (i == last) {
+      std::vector<autograd::LeafGrad> leaves;
+      for (const auto& sl : slices) leaves.push_back({.grad = sl.grad, .numel = sl.numel});
+      ready.emplace(std::move(leaves), [buckets](size_t p) { buckets->ready(p); }, [buckets] { buckets->poll(); });
+      watch.emplace(&*ready);
+    }
     autograd::Var hidden = model.features(b.src, {.mode = models::Mode::Train,
                                                   .seed = params.seed,
                                                   .step = static_cast<uint64_t>(state.num_updates),
@@ -44,7 +76,10 @@ UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch>
                                    : head.sample_size;
   }
   const auto ps = optim_params(model);
-  for (const auto& p : ps) world.allreduce_sum(p.grad, p.numel);  // no-op in a world of size 1
+  if (buckets)
+    buckets->finish();
+  else
+    for (const auto& p : ps) world.allreduce_sum(p.grad, p.numel);  // no-op in a world of size 1
   world.allreduce_sum(sums, 4);
   r.loss_sum = sums[0];
   r.ntokens = sums[1];

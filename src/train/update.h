@@ -9,6 +9,10 @@
 //      aux_loss, backward (gradients accumulate); loss_sum is the heads' losses only (the aux
 //      term is in the gradient, not in the logged loss, as fairseq's adaptive_span_loss logs it);
 //   2. all-reduce the gradients and (loss, sample size, ntokens, nsentences) over the world (sums);
+//      with UpdateParams::buckets (--ddp-backend pytorch_ddp/c10d, world > 1) the gradients are
+//      summed in buckets started during the LAST micro-batch's backward as soon as autograd says
+//      each bucket's gradients are final (autograd/grad_ready.h, dist/bucket_allreduce.h), and
+//      waited for here; without (legacy_ddp/no_c10d) one all-reduce per parameter after backward;
 //   3. a non-finite loss or gradient: nothing else happens (parameters, optimizer state and
 //      num_updates unchanged), the result says applied = false and the caller warns / stops;
 //   4. gradients ×= 1 / sample_size (the head's, summed over all ranks and micro-batches: the
@@ -22,6 +26,7 @@
 #include <cstdint>
 #include <span>
 
+#include "dist/bucket_allreduce.h"
 #include "dist/world.h"
 #include "models/language_model.h"
 #include "optim/lr_scheduler.h"
@@ -36,6 +41,9 @@ struct UpdateParams {
   uint64_t seed = 1;       // --seed: dropout masks
   int32_t pad = 1;         // padding index: targets equal to it are not scored
   bool sentence_avg = false;  // --sentence-avg: sample size = rows (fairseq's target.size(0)), not the targets
+  // Bucketed all-reduce overlapped with backward, built on grad_slices(model) (nullptr: the
+  // per-parameter all-reduce after backward; a no-op in a world of size 1 either way).
+  dist::BucketAllreduce* buckets = nullptr;
 };
 
 enum class UpdateOutcome : uint8_t { Applied, SkippedNonFinite };
@@ -53,6 +61,8 @@ struct UpdateResult {
 
 // The optimizer's view of the model's parameters (a tied parameter appears once).
 std::vector<optim::OptimParam> optim_params(models::LanguageModel& model);
+// The same parameters' gradient buffers (allocated here if need be), for dist::BucketAllreduce.
+std::vector<dist::GradSlice> grad_slices(models::LanguageModel& model);
 
 // One update on `group` (the micro-batches; an undefined src is an empty fill batch of this
 // rank and contributes nothing). Advances state.num_updates when applied. `segment`: the
