@@ -19,10 +19,10 @@ endif()
 # every layer is then compiled position-independent; -fno-semantic-interposition keeps the
 # inlining (and so the numbers) of the position-independent executables GCC builds by default.
 # Off in sanitizer and fuzz builds (the module would need the sanitizer runtime preloaded).
-if(STRETCH_PYTHON AND (STRETCH_SANITIZE OR STRETCH_FUZZ))
-  set(STRETCH_PYTHON OFF)
+if(STRETCH_PYTHON_MODULE AND (STRETCH_SANITIZE OR STRETCH_FUZZ))
+  set(STRETCH_PYTHON_MODULE OFF)
 endif()
-if(STRETCH_PYTHON)
+if(STRETCH_PYTHON_MODULE)
   set(PYBIND11_FINDPYTHON ON)
   # Debian's interpreter (the one python3-numpy, python3-pytest and build/pyenv use), not another
   # python3 first on PATH; -DPython3_EXECUTABLE=... chooses another.
@@ -37,6 +37,6 @@ if(STRETCH_PYTHON)
     message(STATUS "stretch: Python module enabled (pybind11 ${pybind11_VERSION}, Python ${Python3_VERSION})")
   else()
     message(STATUS "stretch: no Python module (pybind11-dev / python3-dev not found; bash scripts/setup.sh installs them)")
-    set(STRETCH_PYTHON OFF)
+    set(STRETCH_PYTHON_MODULE OFF)
   endif()
 endif()

@@ -40,7 +40,7 @@ INSTALL = {
     "tensorboard": SETUP + " (pip install tensorboard into build/pyenv); run the check with build/pyenv/bin/python",
     "pytest": "apt-get install python3-pytest, i.e. " + SETUP,
     "stretch": "the Python module: apt-get install pybind11-dev python3-dev (bash scripts/setup.sh), configure with "
-               "-DSTRETCH_PYTHON=ON and build the _stretch target (PYTHONPATH=build/python)",
+               "-DSTRETCH_PYTHON_MODULE=ON and build the _stretch target (PYTHONPATH=build/python)",
 }
 
 
