@@ -5,6 +5,7 @@
 
 #include "autograd/functions.h"
 #include "core/error.h"
+#include "nn/chunked_nll.h"
 #include "ops/cross_entropy.h"
 
 namespace stretch::models {
@@ -52,23 +53,8 @@ nn::HeadLoss RobertaLmHead::loss(const Var& hidden, const Tensor& targets, int32
 
 void RobertaLmHead::target_nll(const Tensor& hidden, std::span<const int64_t> rows, std::span<const int32_t> targets,
                                float* nll, int64_t chunk_rows) const {
-  STRETCH_CHECK(rows.size() == targets.size(), "target_nll: " << rows.size() << " rows, " << targets.size() << " targets");
-  const int64_t n = static_cast<int64_t>(rows.size());
-  const int64_t C = hidden.dim(hidden.rank() - 1), V = vocab_size();
-  const int64_t chunk = chunk_rows > 0 ? chunk_rows
-                                       : std::max<int64_t>(1, nn::kScoreChunkBytes / (V * static_cast<int64_t>(sizeof(float))));
-  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-    const int64_t m = std::min(chunk, n - r0);
-    Tensor h = Tensor::empty({m, C});  // [m, C]
-    Tensor tgt = Tensor::empty({m}, DType::I32);
-    for (int64_t i = 0; i < m; ++i) {
-      std::copy_n(hidden.f32() + rows[r0 + i] * C, C, h.f32() + i * C);
-      tgt.i32()[i] = targets[r0 + i];
-    }
-    Tensor lg = logits(Var(h)).value();  // [m, V]
-    Tensor lse = Tensor::empty({m});
-    ops::cross_entropy_forward(nll + r0, lse.f32(), lg.f32(), tgt.i32(), {.n = m, .v = V, .ignore_index = -1000000});
-  }
+  nn::chunked_target_nll(hidden, rows, targets, nll, chunk_rows, vocab_size(),
+                         [this](const Tensor& h) { return logits(Var(h)).value(); });
 }
 
 Tensor RobertaLmHead::log_scores(const Tensor& hidden) const { return logits(Var(hidden)).value(); }
