@@ -77,6 +77,16 @@ def cases():
         out[f"{pos}-gelu-nofinalnorm-noscale"] = dict(BASE, pos=pos, decoder_normalize_before=True,
                                                       no_decoder_final_norm=True, no_scale_embedding=True,
                                                       activation_fn="gelu")
+    # --decoder-input-dim / --decoder-output-dim (project_in_dim, project_out_dim; issue 12): both
+    # untied, both equal and tied (the table [V, 32] serves input and output), input only.
+    out["alibi-project-dims-untied"] = dict(BASE, pos="alibi", decoder_normalize_before=True,
+                                            share_decoder_input_output_embed=False,
+                                            decoder_input_dim=32, decoder_output_dim=40)
+    out["sinusoidal-project-dims-tied"] = dict(BASE, pos="sinusoidal", decoder_normalize_before=False,
+                                               share_decoder_input_output_embed=True,
+                                               decoder_input_dim=32, decoder_output_dim=32)
+    out["learned-project-in"] = dict(BASE, pos="learned", decoder_normalize_before=True,
+                                     share_decoder_input_output_embed=False, decoder_input_dim=24)
     # Adaptive input + adaptive softmax (V 50, bands [0,12) [12,30) [30,50), factor 2: d 48, 24, 12),
     # pre-norm: tied tables and projections (the wiki103 layout), tied tables only, untied, and the
     # exact-NLL cross_entropy criterion; an adaptive softmax behind a plain embedding.

@@ -97,6 +97,20 @@ class LMConfig:
     tie_adaptive_weights: bool = False
     tie_adaptive_proj: bool = False
     criterion: str = "cross_entropy"
+    # fairseq's decoder_input_dim / decoder_output_dim (0: C): the token table is [V, in_dim] and
+    # decoder.project_in_dim [C, in_dim] (no bias) maps it to C after the embedding scale sqrt(C)
+    # and before the positions; decoder.project_out_dim [out_dim, C] follows the final norm and the
+    # output projection is [V, out_dim] (TransformerDecoderBase in fairseq 0.12.2).
+    input_dim: int = 0
+    output_dim: int = 0
+
+    @property
+    def in_dim(self) -> int:
+        return self.input_dim or self.embed_dim
+
+    @property
+    def out_dim(self) -> int:
+        return self.output_dim or self.embed_dim
 
     @property
     def adaptive_softmax(self) -> bool:
@@ -171,6 +185,8 @@ class LMConfig:
             tie_adaptive_weights=_as_bool("tie_adaptive_weights", g("tie_adaptive_weights", False)),
             tie_adaptive_proj=_as_bool("tie_adaptive_proj", g("tie_adaptive_proj", False)),
             criterion=str(g("criterion", "cross_entropy")),
+            input_dim=_as_int("decoder_input_dim", g("decoder_input_dim", 0)),
+            output_dim=_as_int("decoder_output_dim", g("decoder_output_dim", 0)),
             alibi_slopes=str(g("alibi_slopes", "")),
             alibi_slope_groups=str(g("alibi_slope_groups", "")),
             alibi_layer_scale=str(g("alibi_layer_scale", "")),
@@ -203,6 +219,12 @@ class LMConfig:
             raise InputError(where, "sinusoidal positions need decoder_embed_dim >= 4")
         if self.pos == "learned" and self.max_target_positions < 1:
             raise InputError(where, "pos=learned needs max_target_positions (or tokens_per_sample) >= 1")
+        if (self.adaptive_input or self.adaptive_softmax) and (self.in_dim, self.out_dim) != (self.embed_dim,) * 2:
+            raise InputError(where, "decoder_input_dim / decoder_output_dim with an adaptive input or softmax "
+                             "are not modelled by this oracle", "use them with the full softmax")
+        if self.share_io and self.in_dim != self.out_dim:
+            raise InputError(where, f"share_decoder_input_output_embed with decoder_input_dim {self.in_dim} != "
+                             f"decoder_output_dim {self.out_dim}")
 
     def to_fairseq(self) -> dict:
         return {
@@ -216,13 +238,16 @@ class LMConfig:
             "t5_max_distance": self.t5_max_distance, "rope_base": self.rope_base,
             "dropout": self.dropout, "attention_dropout": self.attention_dropout,
             "activation_dropout": self.activation_dropout,
+            "decoder_input_dim": self.input_dim, "decoder_output_dim": self.output_dim,
         }
 
 
 def param_shapes(cfg: LMConfig) -> dict:
     """{name: shape} of every parameter, in a fixed order (fairseq state-dict names)."""
     C, F_, V, H = cfg.embed_dim, cfg.ffn_dim, cfg.vocab_size, cfg.heads
-    s = A.input_param_shapes(cfg) if cfg.adaptive_input else {"decoder.embed_tokens.weight": (V, C)}
+    s = A.input_param_shapes(cfg) if cfg.adaptive_input else {"decoder.embed_tokens.weight": (V, cfg.in_dim)}
+    if cfg.in_dim != C:
+        s["decoder.project_in_dim.weight"] = (C, cfg.in_dim)
     if cfg.pos == "learned":
         s["decoder.embed_positions.weight"] = (cfg.max_target_positions + cfg.padding_idx + 1, C)
     if cfg.t5_anywhere:
@@ -243,10 +268,12 @@ def param_shapes(cfg: LMConfig) -> dict:
     if cfg.has_final_norm:
         s["decoder.layer_norm.weight"] = (C,)
         s["decoder.layer_norm.bias"] = (C,)
+    if cfg.out_dim != C:
+        s["decoder.project_out_dim.weight"] = (cfg.out_dim, C)
     if cfg.adaptive_softmax:
         s.update(A.softmax_param_shapes(cfg))
     elif not cfg.share_io:
-        s["decoder.output_projection.weight"] = (V, C)
+        s["decoder.output_projection.weight"] = (V, cfg.out_dim)
     if cfg.alibi_learnable_slopes:
         for n in range(cfg.layers):
             if AV.uses_alibi(cfg, n):
@@ -279,7 +306,8 @@ def _layer_norm(p, pre, x):
 
 
 def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor, update=None) -> torch.Tensor:
-    """params {name: tensor} (any float dtype, all the same); src_tokens [B, T] int -> hidden [B, T, C].
+    """params {name: tensor} (any float dtype, all the same); src_tokens [B, T] int -> hidden
+    [B, T, out_dim] (C unless decoder_output_dim gives project_out_dim).
     update: the training update number (ALiBi slope warm-up); None = evaluation (target slopes)."""
     p = params
     src = src_tokens.to(torch.int64)
@@ -291,7 +319,9 @@ def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor, update=None)
         x = F.embedding(src, p["decoder.embed_tokens.weight"], padding_idx=pad)  # [B, T, C]
     dtype = x.dtype
     if not cfg.no_scale_embedding:
-        x = x * math.sqrt(cfg.embed_dim)
+        x = x * math.sqrt(cfg.embed_dim)  # sqrt(C), not sqrt(in_dim)
+    if cfg.in_dim != cfg.embed_dim:
+        x = F.linear(x, p["decoder.project_in_dim.weight"])  # [B, T, in_dim] -> [B, T, C]
     if cfg.pos in ("sinusoidal", "learned"):
         pos = P.make_positions(src, pad)
         if cfg.pos == "sinusoidal":
@@ -341,6 +371,8 @@ def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor, update=None)
             x = _layer_norm(p, pre + "final_layer_norm", x)
     if cfg.has_final_norm:
         x = _layer_norm(p, "decoder.layer_norm", x)
+    if cfg.out_dim != cfg.embed_dim:
+        x = F.linear(x, p["decoder.project_out_dim.weight"])  # [B, T, C] -> [B, T, out_dim]
     return x
 
 
