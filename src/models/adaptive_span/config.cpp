@@ -2,10 +2,9 @@
 #include "models/adaptive_span/config.h"
 
 #include <cmath>
-#include <set>
 
 #include "core/error.h"
-#include "core/log.h"
+#include "models/apply_model_config.h"
 
 namespace stretch::models {
 
@@ -74,22 +73,12 @@ AdaptiveSpanConfig AdaptiveSpanConfig::from_json(const nlohmann::json& j) {
 }
 
 void AdaptiveSpanConfig::apply_overrides(const nlohmann::json& j, const std::string& source) {
-  static const std::set<std::string> ignored = {"max_tokens", "max_sentences", "batch_size"};
-  if (!j.is_object()) fail_usage(source + ": the model config must be an object, got " + j.dump());
-  nlohmann::json known = nlohmann::json::object();
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (ignored.count(it.key())) {
-      log_once(LogLevel::Info, "model override '" + it.key() + "' has no effect in stretch (buffers are sized per call)");
-      continue;
-    }
-    if (!is_key(it.key()))
-      fail_usage(source + ": model config key '" + it.key() + "' does not apply to --arch adaptive_span",
-                 "adaptive_span's keys: d_model, n_head, d_inner, n_layer, attn_span, dropout, emb_dropout, "
-                 "adapt_span_ramp, adapt_span_init, aux_loss_scaler, adapt_span_layer, adapt_span_renormalise, "
-                 "adapt_span_clamp, criterion");
-    known[it.key()] = it.value();
-  }
-  fields::apply(fields(), *this, known, source);
+  fields::apply_model_config(
+      fields(), *this, j, source,
+      [](const std::string& key) { return "model config key '" + key + "' does not apply to --arch adaptive_span"; },
+      "adaptive_span's keys: d_model, n_head, d_inner, n_layer, attn_span, dropout, emb_dropout, "
+      "adapt_span_ramp, adapt_span_init, aux_loss_scaler, adapt_span_layer, adapt_span_renormalise, "
+      "adapt_span_clamp, criterion");
 }
 
 namespace {

@@ -1,10 +1,8 @@
 // models/roberta/config.cpp — the roberta field table, presets and checks.
 #include "models/roberta/config.h"
 
-#include <set>
-
 #include "core/error.h"
-#include "core/log.h"
+#include "models/apply_model_config.h"
 
 namespace stretch::models {
 
@@ -119,21 +117,11 @@ RobertaConfig RobertaConfig::from_json(const nlohmann::json& j) {
 bool RobertaConfig::is_key(const std::string& key) { return fields::find(fields(), key) != nullptr; }
 
 void RobertaConfig::apply_overrides(const nlohmann::json& j, const std::string& source) {
-  static const std::set<std::string> ignored = {"max_tokens", "max_sentences", "batch_size"};
-  if (!j.is_object()) fail_usage(source + ": the model config must be an object, got " + j.dump());
-  nlohmann::json known = nlohmann::json::object();
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (ignored.count(it.key())) {
-      log_once(LogLevel::Info, "model override '" + it.key() + "' has no effect in stretch (buffers are sized per call)");
-      continue;
-    }
-    if (!is_key(it.key()))
-      fail_usage(source + ": unknown model config key '" + it.key() + "' for the roberta encoder",
-                 "known keys: encoder_layers, encoder_embed_dim, encoder_ffn_embed_dim, encoder_attention_heads, "
-                 "encoder_normalize_before, pos, max_positions, dropout, ... (`stretch train --help`)");
-    known[it.key()] = it.value();
-  }
-  fields::apply(fields(), *this, known, source);
+  fields::apply_model_config(
+      fields(), *this, j, source,
+      [](const std::string& key) { return "unknown model config key '" + key + "' for the roberta encoder"; },
+      "known keys: encoder_layers, encoder_embed_dim, encoder_ffn_embed_dim, encoder_attention_heads, "
+      "encoder_normalize_before, pos, max_positions, dropout, ... (`stretch train --help`)");
 }
 
 std::string structural_differences(const RobertaConfig& saved, const RobertaConfig& wanted) {

@@ -2,11 +2,11 @@
 #include "models/transformer_lm/config.h"
 
 #include <cmath>
-#include <set>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "models/apply_model_config.h"
 #include "models/transformer_lm/alibi_variants.h"
 
 namespace stretch::models {
@@ -364,22 +364,10 @@ TransformerLMConfig TransformerLMConfig::from_json(const nlohmann::json& j) {
 bool TransformerLMConfig::is_key(const std::string& key) { return fields::find(fields(), key) != nullptr; }
 
 void TransformerLMConfig::apply_overrides(const nlohmann::json& j, const std::string& source) {
-  // fairseq model/task args that size buffers in the ALiBi fork but mean nothing here.
-  static const std::set<std::string> ignored = {"max_tokens", "max_sentences", "batch_size"};
-  if (!j.is_object()) fail_usage(source + ": the model config must be an object, got " + j.dump());
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (ignored.count(it.key())) {
-      log_once(LogLevel::Info, "model override '" + it.key() + "' has no effect in stretch (buffers are sized per call)");
-      continue;
-    }
-    if (!is_key(it.key()))
-      fail_usage(source + ": unknown model config key '" + it.key() + "'",
-                 "known keys: decoder_layers, decoder_embed_dim, tokens_per_sample, max_target_positions, pos, ...");
-  }
-  nlohmann::json known = nlohmann::json::object();
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (!ignored.count(it.key())) known[it.key()] = it.value();
-  fields::apply(fields(), *this, known, source);
+  fields::apply_model_config(
+      fields(), *this, j, source,
+      [](const std::string& key) { return "unknown model config key '" + key + "'"; },
+      "known keys: decoder_layers, decoder_embed_dim, tokens_per_sample, max_target_positions, pos, ...");
 }
 
 std::vector<int64_t> TransformerLMConfig::input_cutoffs() const {

@@ -2,10 +2,9 @@
 #include "models/transformer_xl/config.h"
 
 #include <cmath>
-#include <set>
 
 #include "core/error.h"
-#include "core/log.h"
+#include "models/apply_model_config.h"
 
 namespace stretch::models {
 namespace {
@@ -144,21 +143,11 @@ TransformerXLConfig TransformerXLConfig::from_json(const nlohmann::json& j) {
 bool TransformerXLConfig::is_key(const std::string& key) { return fields::find(fields(), key) != nullptr; }
 
 void TransformerXLConfig::apply_overrides(const nlohmann::json& j, const std::string& source) {
-  static const std::set<std::string> ignored = {"max_tokens", "max_sentences", "batch_size"};
-  if (!j.is_object()) fail_usage(source + ": the model config must be an object, got " + j.dump());
-  nlohmann::json known = nlohmann::json::object();
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (ignored.count(it.key())) {
-      log_once(LogLevel::Info, "model override '" + it.key() + "' has no effect in stretch (buffers are sized per call)");
-      continue;
-    }
-    if (!is_key(it.key()))
-      fail_usage(source + ": unknown transformer_xl config key '" + it.key() + "'",
-                 "known keys: n_layer, d_model, n_head, d_head, d_inner, div_val, cutoffs, mem_len, clamp_len, "
-                 "same_length, dropout, dropatt, untie_r, xl_original");
-    known[it.key()] = it.value();
-  }
-  fields::apply(fields(), *this, known, source);
+  fields::apply_model_config(
+      fields(), *this, j, source,
+      [](const std::string& key) { return "unknown transformer_xl config key '" + key + "'"; },
+      "known keys: n_layer, d_model, n_head, d_head, d_inner, div_val, cutoffs, mem_len, clamp_len, "
+      "same_length, dropout, dropatt, untie_r, xl_original");
 }
 
 std::string structural_differences(const TransformerXLConfig& saved, const TransformerXLConfig& wanted) {
