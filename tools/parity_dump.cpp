@@ -13,6 +13,7 @@
 //  * --segments K: the model dump over K consecutive batches through the family's training
 //    memory (--mem-len; run_memory_parity.py).
 // The last row of every batch ends in --pad pad tokens (right padding, as fairseq collates).
+// --bias-noise S perturbs every *bias parameter after init (zero-initialised biases hide bias bugs).
 // Usage: stretch_parity_dump --model-json '{"pos":"alibi","vocab_size":50}' --batch 2 --len 16
 //          --pad 3 --seed 1 --checkpoint ckpt.pt --dump dump.safetensors
 //        stretch_parity_dump --model-json ... --checkpoint init.pt --trajectory opt.json
@@ -195,6 +196,7 @@ int main(int argc, char** argv) {
   int64_t batch = 2, len = 16, pad = 0, steps = 20, segments = 1, masked_lm = 0;
   uint64_t seed = 1;
   uint64_t step = 0;
+  float bias_noise = 0.f;
   app.add_option("--model-json", model_json,
                  "model config (fairseq names) over the preset of its \"arch\" (default transformer_lm_tiny)");
   app.add_option("--batch", batch);
@@ -206,6 +208,9 @@ int main(int argc, char** argv) {
   app.add_option("--dump", dump, "model dump output");
   app.add_option("--masked-lm", masked_lm,
                  "model dump: targets are pad except every K-th position, whose input is <mask> (the last id)");
+  app.add_option("--bias-noise", bias_noise,
+                 "after init, add uniform(-S, S) to every parameter whose name ends in 'bias' (biases initialised to 0 "
+                 "would hide a wrong bias slice)");
   app.add_option("--segments", segments, "model dump over K consecutive batches through the training memory");
   app.add_option("--trajectory", trajectory_opt, "optimizer config JSON: run --steps updates instead");
   app.add_option("--steps", steps);
@@ -226,6 +231,12 @@ int main(int argc, char** argv) {
     std::unique_ptr<models::LanguageModel> model_ptr = models::build_model(cfg);
     models::LanguageModel& model = *model_ptr;
     model.init(seed);
+    if (bias_noise > 0.f) {
+      Rng rng(seed, /*stream=*/0xb1a5);
+      for (const auto& [name, v] : model.params().items())
+        if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0)
+          for (int64_t i = 0; i < v.numel(); ++i) v.data()[i] += rng.uniform(-bias_noise, bias_noise);
+    }
     train::save_checkpoint(checkpoint, model, {.dict_hash = "parity"});
     if (!dump.empty() && segments > 1) return segments_dump(model, segments, batch, len, pad, seed, dump);
     if (!dump.empty()) return model_dump(model, batch, len, pad, seed, step, masked_lm, dump);

@@ -255,11 +255,14 @@ Var scatter_rows(const std::vector<RowPart>& parts, const Shape& out_shape) {
 }
 
 Var concat_rows(const Var& a, const Var& b) {
-  const int64_t c = a.shape()[-1];
-  STRETCH_CHECK(a.shape().rank() == 2 && b.shape().rank() == 2 && b.shape()[1] == c,
-                "concat_rows: " << a.shape().str() << " and " << b.shape().str());
+  const Shape &sa = a.shape(), &sb = b.shape();
+  bool same = sa.rank() >= 1 && sa.rank() == sb.rank();
+  for (int64_t d = 1; same && d < sa.rank(); ++d) same = sa[d] == sb[d];
+  STRETCH_CHECK(same, "concat_rows: " << sa.str() << " and " << sb.str());
+  std::vector<int64_t> dims = sa.dims();
+  dims[0] += sb[0];
   const int64_t na = a.numel(), nb = b.numel();
-  Var y(Tensor::empty({a.shape()[0] + b.shape()[0], c}));
+  Var y(Tensor::empty(Shape(dims)));
   std::copy_n(a.data(), na, y.data());
   std::copy_n(b.data(), nb, y.data() + na);
   if (needs_grad({&a, &b})) {
@@ -268,6 +271,25 @@ Var concat_rows(const Var& a, const Var& b) {
       const float* g = y.grad_data();
       if (a.requires_grad()) ops::axpy(a.grad_data(), g, 1.0f, na);
       if (b.requires_grad()) ops::axpy(b.grad_data(), g + na, 1.0f, nb);
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var slice_rows(const Var& x, int64_t start, int64_t n) {
+  const Shape& s = x.shape();
+  STRETCH_CHECK(s.rank() >= 1 && start >= 0 && n >= 0 && start + n <= s[0],
+                "slice_rows: rows [" << start << ", " << start + n << ") of " << s.str());
+  std::vector<int64_t> dims = s.dims();
+  dims[0] = n;
+  const int64_t row = s[0] > 0 ? x.numel() / s[0] : 0, offset = start * row, count = n * row;
+  Var y(Tensor::empty(Shape(dims)));
+  std::copy_n(x.data() + offset, count, y.data());
+  if (needs_grad({&x})) {
+    y.set_requires_grad(true);
+    tape().push([x, y, offset, count] {
+      ops::axpy(x.grad_data() + offset, y.grad_data(), 1.0f, count);
       y.release_grad();
     });
   }

@@ -48,8 +48,13 @@ struct RowPart {
 };
 // out_shape: [.., C] with N = numel / C rows.
 Var scatter_rows(const std::vector<RowPart>& parts, const Shape& out_shape);
-// out [A + B, C] = [a [A, C]; b [B, C]] (the adaptive softmax's tied head: word rows, then cluster rows)
+// out [A + B, ..] = [a [A, ..]; b [B, ..]], any rank with equal trailing dims (the adaptive softmax's tied
+// head: word rows, then cluster rows; Transformer-XL's head bias [c_0] then cluster_bias [k − 1])
 Var concat_rows(const Var& a, const Var& b);
+// out [n, ..] = x [N, ..] [start, start + n) along the first axis, any rank (a bias [V] too):
+// Transformer-XL's adaptive softmax reads its clusters' rows of the tied [V, C] weight and its
+// [V] bias; backward adds the output's gradient into those rows of x's gradient.
+Var slice_rows(const Var& x, int64_t start, int64_t n);
 // Along the time axis of [B, T, C] (XL-style memory, transformer_lm --mem-len):
 // out [B, S + T, C] = [memory [B, S, C] ‖ x [B, T, C]] per batch row; memory is a constant (no
 // gradient: the memory of earlier segments is detached), x's gradient is out's last T rows.

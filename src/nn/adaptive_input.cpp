@@ -12,10 +12,12 @@ AdaptiveInput::AdaptiveInput(ParameterList& params, const std::string& prefix, c
     : config_(config), bands_(VocabBands::make(config.cutoff, config.vocab_size)) {
   for (int64_t i = 0; i < bands_.count(); ++i) {
     const int64_t d = VocabBands::dim(config.initial_dim, config.factor, i);
-    const std::string p = prefix + "embeddings." + std::to_string(i) + ".";
-    tables_.push_back(params.add(p + "0.weight", {bands_.size(i), d}));
-    projections_.push_back(params.add(p + "1.weight", {config.output_dim, d}));
+    const std::string p = prefix + (config.hf_names ? "emb_layers." : "embeddings.") + std::to_string(i) + ".";
+    tables_.push_back(params.add(p + (config.hf_names ? "weight" : "0.weight"), {bands_.size(i), d}));
+    if (!config.hf_names) projections_.push_back(params.add(p + "1.weight", {config.output_dim, d}));
   }
+  for (int64_t i = 0; config.hf_names && i < bands_.count(); ++i)  // HF: every table, then every projection
+    projections_.push_back(params.add(prefix + "emb_projs." + std::to_string(i), {config.output_dim, band_dim(i)}));
 }
 
 void AdaptiveInput::init(Rng& rng) {

@@ -6,6 +6,10 @@
 // Quirks kept from fairseq: only band 0's table has padding_idx (its pad row gets no gradient
 // from the input side); init() zeroes row padding_idx of EVERY band's table (fairseq's init
 // closure captures padding_idx), which bands > 0 then train like any row.
+// hf_names: HuggingFace TransfoXL's AdaptiveEmbedding (div_val > 1) instead: emb_layers.{i}.weight
+// for every band, then emb_projs.{i} ([output_dim, d_i], the same layout), d_i = d // div_val^i
+// (factor = div_val), no padding row (padding_idx −1); HF scales after the projection, which is
+// the same linear map.
 // forward(ids [B, T], scale) -> [B, T, output_dim] = scale · proj_i(table_i[id − start_i]) for
 // each token's band (the scale is applied to the embedding row, before the linear projection).
 #pragma once
@@ -24,6 +28,7 @@ struct AdaptiveInputConfig {
   double factor = 4.0;                 // d_i = floor(initial_dim / factor^i)
   int64_t output_dim = 0;              // C (decoder_embed_dim)
   std::vector<int64_t> cutoff{};       // increasing, < V (V is appended)
+  bool hf_names = false;               // TransfoXL's parameter names and order (see above)
 };
 
 class AdaptiveInput {

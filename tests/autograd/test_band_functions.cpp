@@ -5,6 +5,9 @@
 //   scatter_rows(parts)                its values placed row by row, its gradients = gather_rows of
 //                                      the output's gradient (the adjoint)
 //   concat_rows(a, b)                  the values copied and the gradient split (bitwise)
+//   slice_rows(x, start, n)            rows of a [N, C] weight and of a [V] bias: the values copied,
+//                                      the gradient added into exactly those rows (bitwise), twice
+//                                      for overlapping slices, zero elsewhere
 //   concat_time(memory, x), last_time  (transformer_lm --mem-len) the values copied per batch row;
 //                                      x's gradient = the output gradient's rows (bitwise), zero
 //                                      for rows last_time drops; none into the memory
@@ -120,6 +123,27 @@ TEST(BandFunctions, ConcatRowsCopiesAndSplitsTheGradient) {
   tape().backward(scalar_of(y_probe, 11));
   for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(a.grad().f32()[i], y_probe.grad().f32()[i]);
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(b.grad().f32()[i], y_probe.grad().f32()[12 + i]);
+}
+
+TEST(BandFunctions, SliceRowsCopiesAndAddsTheGradientIntoItsRows) {
+  for (const Shape& shape : {Shape({7, 3}), Shape({7})}) {
+    const int64_t row = shape.rank() == 2 ? 3 : 1;
+    Var x = random_var(shape, 21);
+    Var a = slice_rows(x, 1, 4), b = slice_rows(x, 3, 2);  // rows 3 and 4 in both
+    ASSERT_EQ(a.shape()[0], 4);
+    ASSERT_EQ(b.shape()[0], 2);
+    for (int64_t i = 0; i < 4 * row; ++i) EXPECT_EQ(a.value().f32()[i], x.value().f32()[row + i]);
+    Var a_probe(a.value().clone(), true), b_probe(b.value().clone(), true);
+    tape().backward(add(scalar_of(a, 22), scalar_of(b, 23)));
+    tape().backward(add(scalar_of(a_probe, 22), scalar_of(b_probe, 23)));
+    for (int64_t r = 0; r < 7; ++r)
+      for (int64_t c = 0; c < row; ++c) {
+        float want = 0.f;
+        if (r >= 1 && r < 5) want += a_probe.grad().f32()[(r - 1) * row + c];
+        if (r >= 3 && r < 5) want += b_probe.grad().f32()[(r - 3) * row + c];
+        EXPECT_EQ(x.grad().f32()[r * row + c], want) << "row " << r;
+      }
+  }
 }
 
 TEST(BandFunctions, ConcatTimeAndLastTimeCopyAndRouteTheGradient) {

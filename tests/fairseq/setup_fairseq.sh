@@ -4,7 +4,12 @@
 # installs PyPI's fairseq 0.12.2 from its source tarball with --no-deps after the small
 # programmatic edits of tests/fairseq/patch_fairseq.py (no fairseq source is committed), and
 # pins omegaconf 2.0.6, hydra-core 1.0.7, antlr4-python3-runtime 4.8, Cython < 3, bitarray.
-# Idempotent: when the venv already imports fairseq 0.12.2 it exits at once.
+# fairseq's transformer_xl (examples/truncated_bptt) wraps HuggingFace's TransfoXLLMHeadModel,
+# which transformers removed later: transformers 4.30.2 (it still has models/transfo_xl) with
+# huggingface-hub 0.16.4, safetensors 0.3.1 and filelock, all --no-deps (no tokenizers: TransfoXL's
+# model does not need it, and transformers checks it only when installed).
+# Idempotent: when the venv already imports fairseq 0.12.2 and TransfoXL it exits at once; a venv
+# with fairseq but without TransfoXL only gets the transformers pins.
 # Usage: tests/fairseq/setup_fairseq.sh     (venv at $STRETCH_FAIRSEQ_VENV or build/fairseq-venv)
 set -euo pipefail
 
@@ -21,8 +26,23 @@ hydra_init()
 sys.exit(0 if fairseq.__version__ == "0.12.2" else 1)' >/dev/null 2>&1
 }
 
+check_xl() {
+  "$py" -c 'from transformers.models.transfo_xl import TransfoXLConfig, TransfoXLLMHeadModel' >/dev/null 2>&1
+}
+
+install_xl() {
+  "$py" -m pip install -q --disable-pip-version-check --no-deps "transformers==4.30.2" \
+    "huggingface-hub==0.16.4" "safetensors==0.3.1" filelock
+  if ! check_xl; then
+    echo "setup_fairseq: error: transformers 4.30.2 in $venv does not import TransfoXLLMHeadModel:" >&2
+    "$py" -c 'from transformers.models.transfo_xl import TransfoXLLMHeadModel' >&2 || true
+    exit 1
+  fi
+}
+
 if check; then
-  echo "setup_fairseq: fairseq 0.12.2 oracle at $venv"
+  check_xl || install_xl
+  echo "setup_fairseq: fairseq 0.12.2 oracle (with transformers' TransfoXL) at $venv"
   exit 0
 fi
 
@@ -58,4 +78,5 @@ if ! check; then
   echo "setup_fairseq: error: the venv at $venv does not import fairseq 0.12.2 (see above)" >&2
   exit 1
 fi
+check_xl || install_xl
 echo "setup_fairseq: fairseq 0.12.2 oracle at $venv"

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <cstring>
 
 #include "autograd/tape.h"
@@ -119,14 +120,15 @@ TEST(TransformerXL, UsageErrors) {
   expect_usage({{"n_head", 0}}, "--n-head");
   expect_usage({{"same_length", true}}, "--same-length needs --mem-len");
   expect_usage({{"cutoffs", "100,x"}}, "--cutoffs");
-  expect_usage({{"div_val", 4}}, "--div-val");
+  expect_usage({{"div_val", 0}}, "--div-val 0");
+  expect_usage({{"cutoffs", "20,10"}}, "--cutoffs 20,10");
+  // div_val 8 over 4 bands leaves the last band 64 // 8^3 = 0 dimensions: refused with V known.
+  expect_usage({{"cutoffs", "10,20,30"}, {"div_val", 8}}, "--div-val 8", 40);
   expect_usage({{"dropatt", 1.5}}, "--dropatt");
   expect_usage({{"criterion", "adaptive_loss"}}, "--criterion");
   expect_usage({{"decoder_layers", 3}}, "unknown transformer_xl config key 'decoder_layers'");
   expect_usage({{"d_model", 63}}, "--d-model");
-  // Cutoffs below V would need the adaptive softmax: refused at build time, naming the flag.
-  expect_usage({{"cutoffs", "20,30"}}, "--cutoffs 20,30", 40);
-  // ... while the default cutoffs are dropped for a small vocabulary (fairseq's rule).
+  // The default cutoffs are dropped for a small vocabulary (fairseq's rule): the full softmax.
   nlohmann::json ok = resolve_config("transformer_xl_tiny", nlohmann::json::object(), 32);
   ok["vocab_size"] = 40;
   EXPECT_NO_THROW((void)build_model(ok));
@@ -135,6 +137,100 @@ TEST(TransformerXL, UsageErrors) {
   EXPECT_NO_THROW((void)apply_overrides(ok, {{"mem_len", 21}, {"clamp_len", 8}, {"same_length", true}},
                                         OverrideUse::Evaluation, "--model-overrides"));
   EXPECT_THROW((void)apply_overrides(ok, {{"d_model", 32}}, OverrideUse::Evaluation, "--model-overrides"), Error);
+}
+
+// HF's TransfoXL at the WikiText-103 base size (16 × 410, 10 heads of 41, 2100, untied r, V 267,744,
+// cutoffs 20000/40000/200000, div_val 1) has 151,123,537 parameters: the count fairseq's README
+// prints (REFERENCE.md §6.4), not derived from this code.
+TEST(TransformerXL, Wiki103ParameterCountIsFairseqs) {
+  TransformerXLConfig c = transformer_xl_preset("transformer_xl");
+  c.n_layer = 16, c.d_model = 410, c.n_head = 10, c.d_head = 41, c.d_inner = 2100, c.vocab_size = 267744;
+  EXPECT_EQ(TransformerXL::parameter_count(c), 151123537);
+}
+
+// The adaptive layouts' names, shapes and tying (HF's named_parameters, the tied weights listed
+// once), and their count against a hand formula.
+TEST(TransformerXL, AdaptiveSoftmaxNamesShapesAndCount) {
+  TransformerXLConfig c = small(0);
+  c.vocab_size = 40;
+  c.cutoffs = "10,25";
+  auto one = std::make_unique<TransformerXL>(c);
+  std::map<std::string, Shape> got;
+  for (const auto& [name, v] : one->params().items()) got[name] = v.shape();
+  const std::string crit = "decoder.model.crit.";
+  EXPECT_EQ(got.at(crit + "cluster_weight"), (Shape{2, 24}));
+  EXPECT_EQ(got.at(crit + "cluster_bias"), (Shape{2}));
+  EXPECT_EQ(got.at(crit + "out_layers.0.bias"), (Shape{40}));
+  EXPECT_EQ(got.count(crit + "out_layers.0.weight"), 0u);  // tied to word_emb.emb_layers.0.weight
+  const int64_t layers = one->params().numel() - (40 * 24 + 40 + 2 * 24 + 2);
+  EXPECT_EQ(TransformerXL::parameter_count(c), one->params().numel());
+  c.div_val = 2;  // bands [0,10) d 24, [10,25) d 12, [25,40) d 6
+  auto two = std::make_unique<TransformerXL>(c);
+  got.clear();
+  for (const auto& [name, v] : two->params().items()) got[name] = v.shape();
+  const std::string emb = "decoder.model.transformer.word_emb.";
+  EXPECT_EQ(got.at(emb + "emb_layers.0.weight"), (Shape{10, 24}));
+  EXPECT_EQ(got.at(emb + "emb_layers.1.weight"), (Shape{15, 12}));
+  EXPECT_EQ(got.at(emb + "emb_layers.2.weight"), (Shape{15, 6}));
+  EXPECT_EQ(got.at(emb + "emb_projs.0"), (Shape{24, 24}));
+  EXPECT_EQ(got.at(emb + "emb_projs.2"), (Shape{24, 6}));
+  EXPECT_EQ(got.at(crit + "out_layers.1.bias"), (Shape{15}));
+  EXPECT_EQ(got.at(crit + "out_projs.0"), (Shape{24, 24}));  // the head's own (tie_projs[0] = False)
+  EXPECT_EQ(got.count(crit + "out_projs.1"), 0u);             // tied to emb_projs.1
+  EXPECT_EQ(two->params().items().front().first, emb + "emb_layers.0.weight");
+  const int64_t tables = 10 * 24 + 15 * 12 + 15 * 6, projs = 24 * (24 + 12 + 6);
+  EXPECT_EQ(two->params().numel(), layers + tables + projs + 40 + 24 * 24 + 2 * 24 + 2);
+  EXPECT_EQ(TransformerXL::parameter_count(c), two->params().numel());
+  // init: HF's proj_init_std 0.01 for the projections, cluster_bias 0.
+  two->init(3);
+  for (const auto& [name, v] : two->params().items()) {
+    double ss = 0;
+    for (int64_t i = 0; i < v.numel(); ++i) ss += static_cast<double>(v.data()[i]) * v.data()[i];
+    const double rms = std::sqrt(ss / static_cast<double>(v.numel()));
+    if (name == emb + "emb_projs.0") {
+      EXPECT_NEAR(rms, 0.01, 0.002) << name;
+    } else if (name == crit + "cluster_weight") {
+      EXPECT_GT(rms, 0.01) << name;  // N(0, 0.02)
+    } else if (name == crit + "cluster_bias") {
+      EXPECT_EQ(rms, 0.0) << name;
+    }
+  }
+}
+
+// The head's three read-outs agree: exp(log_scores) sums to 1 per row, target_nll is minus the
+// target's log-score, the validation loss is their sum over non-pad targets (and counts them).
+TEST(TransformerXL, AdaptiveSoftmaxReadoutsAgree) {
+  for (int64_t div_val : {1, 2}) {
+    TransformerXLConfig c = small(6);
+    c.vocab_size = 40, c.cutoffs = "10,25", c.div_val = div_val;
+    TransformerXL m(c);
+    m.init(5);
+    autograd::NoGradGuard no_grad;
+    const int64_t B = 2, T = 7, V = 40, C = 24;
+    const Tensor src = random_tokens(B, T, 8);
+    Tensor tgt = random_tokens(B, T, 9);
+    tgt.i32()[3] = 1;  // a pad target
+    const Tensor h = m.features(src, {}).value();  // [B, T, C]
+    const Tensor lp = m.head().log_scores(h);      // [B, T, V]
+    std::vector<int64_t> rows;
+    std::vector<int32_t> words;
+    double sum_nll = 0;
+    for (int64_t i = 0; i < B * T; ++i) {
+      double z = 0;
+      for (int64_t v = 0; v < V; ++v) z += std::exp(static_cast<double>(lp.f32()[i * V + v]));
+      EXPECT_NEAR(z, 1.0, 1e-5) << "row " << i << " div_val " << div_val;
+      rows.push_back(i);
+      words.push_back(tgt.i32()[i] == 1 ? 5 : tgt.i32()[i]);
+      if (tgt.i32()[i] != 1) sum_nll -= lp.f32()[i * V + tgt.i32()[i]];
+    }
+    std::vector<float> nll(rows.size());
+    m.head().target_nll(h.view({B * T, C}), rows, words, nll.data(), 3);  // 3-row chunks
+    for (size_t i = 0; i < rows.size(); ++i)
+      EXPECT_NEAR(nll[i], -lp.f32()[static_cast<int64_t>(i) * V + words[i]], 1e-5) << "row " << i;
+    const nn::HeadLoss loss = m.head().loss(Var(h), tgt, 1, nn::LossUse::Validation);
+    EXPECT_EQ(loss.ntokens, B * T - 1);
+    EXPECT_NEAR(loss.loss.value().f32()[0], sum_nll, 1e-4 * sum_nll);
+  }
 }
 
 TEST(TransformerXL, RelativeEmbeddingRows) {

@@ -15,10 +15,17 @@ every segment ending in 2 pad tokens, which the model does not mask and the loss
   original      xl_original: empty first memory (segment 1 sees none, segment 2 sees 8 rows, segment 3
                 the last 12 of 16) and one shared (u, v) pair, same_length
   no-memory     mem_len 0: three independent segments
+  adaptive      HF's adaptive softmax at div_val 1 (cutoffs 20,35: 2 clusters, the tied [V, C] table and
+                bias [V] read by band), HF memory mem_len 12
+  adaptive-div  div_val 2: AdaptiveEmbedding bands of 32/16/8 dims with their projections, the output
+                tied to them (tie_projs: the tails reuse emb_projs.1/2, the head has out_projs.0),
+                mem_len 5, clamp_len 3, same_length
+Every case perturbs the zero-initialised biases (--bias-noise 0.1) so a wrong bias slice shows.
 
 Self-check: the hf-clamp-same dump compared with the oracle without _rel_shift, with a window one
-key too narrow, and the hf dump with a memory that keeps its gradient must all FAIL, or the driver
-fails. Tolerance: rtol 1e-4 on max|diff| / max|oracle| (gradients: with a floor of 1e-2 of the
+key too narrow, the hf dump with a memory that keeps its gradient, the adaptive dump with the
+original code's reversed cluster columns and the adaptive-div dump with untied tail projections
+must all FAIL, or the driver fails. Tolerance: rtol 1e-4 on max|diff| / max|oracle| (gradients: with a floor of 1e-2 of the
 largest gradient), as in run_memory_parity.py (fp32 against fp64 truth).
 Exit: 0 pass; 1 some tensor fails; 2 bad usage or the tool failed; 77 no torch (1 under CI=true).
 """
@@ -53,7 +60,10 @@ CASES = {
     "short-memory": dict(BASE, mem_len=5, clamp_len=3, same_length=True, untie_r=False),
     "original": dict(BASE, mem_len=12, same_length=True, xl_original=True),
     "no-memory": dict(BASE, mem_len=0),
+    "adaptive": dict(BASE, mem_len=12, cutoffs="20,35"),
+    "adaptive-div": dict(BASE, mem_len=5, clamp_len=3, same_length=True, cutoffs="20,35", div_val=2),
 }
+BIAS_NOISE = "0.1"
 SEGMENTS, B, T, PAD = 3, 3, 8, 2
 PADDING_IDX = 1
 
@@ -121,8 +131,8 @@ def main(argv=None):
         for i, name in enumerate(names):
             ckpt, dump = os.path.join(work, name + ".pt"), os.path.join(work, name + ".dump")
             cmd = [args.dump_tool, "--model-json", json.dumps(CASES[name]), "--batch", str(B), "--len", str(T),
-                   "--pad", str(PAD), "--seed", str(1 + i), "--segments", str(SEGMENTS), "--checkpoint", ckpt,
-                   "--dump", dump]
+                   "--pad", str(PAD), "--seed", str(1 + i), "--bias-noise", BIAS_NOISE, "--segments", str(SEGMENTS),
+                   "--checkpoint", ckpt, "--dump", dump]
             if CASES[name]["mem_len"] == 0:
                 cmd[cmd.index("--segments") + 1] = "1"  # no memory: the model dump of one segment
             r = subprocess.run(cmd, capture_output=True, text=True)
@@ -143,7 +153,8 @@ def main(argv=None):
             else:
                 print(f"{name}: all {len(rows)} tensors within rtol {RTOL:g} "
                       f"(worst {worst.name}: {worst.rel_err:.2e})")
-        for bug, case in (("no_shift", "hf-clamp-same"), ("window_off_by_one", "hf-clamp-same"), ("attached", "hf")):
+        for bug, case in (("no_shift", "hf-clamp-same"), ("window_off_by_one", "hf-clamp-same"), ("attached", "hf"),
+                          ("reversed_clusters", "adaptive"), ("untied_proj", "adaptive-div")):
             if case not in names:
                 continue
             rows = check(os.path.join(work, case + ".pt"), os.path.join(work, case + ".dump"), bug)

@@ -3,19 +3,30 @@ HuggingFace's TransfoXLLMHeadModel, written from REFERENCE.md §6.1-6.3 and §6.
 
 Contract:
   XLConfig.from_json(d): the stretch/fairseq config keys (n_layer, d_model, n_head, d_head, d_inner,
-    mem_len, clamp_len, same_length, untie_r, xl_original, vocab_size).
-  param_shapes(cfg) -> {fairseq state-dict name: shape} (the output weight is the tied
-    decoder.model.transformer.word_emb.emb_layers.0.weight; the output bias is
-    decoder.model.crit.out_layers.0.bias).
+    mem_len, clamp_len, same_length, untie_r, xl_original, vocab_size, cutoffs, div_val); cutoffs
+    >= vocab_size are dropped (fairseq's TransformerXLDecoder).
+  param_shapes(cfg) -> {fairseq state-dict name: shape} (HF's tied weights once: the output
+    weights are decoder.model.transformer.word_emb.emb_layers.{i}.weight, the tail projections
+    word_emb.emb_projs.{i}; the crit keeps cluster_weight, cluster_bias, out_layers.{i}.bias and,
+    at div_val > 1, the head's own out_projs.0).
+  Adaptive input/output (§6.4, HF's AdaptiveEmbedding and ProjectedAdaptiveLogSoftmax with
+    fairseq's d_embed = d_model, tie_word_embeddings and tie_projs = [False, True, ...]): band i =
+    [l_i, r_i) of cutoffs + [V], d_i = d_model // div_val^i; the embedding is table_i[x − l_i]
+    projected by emb_projs.i (div_val > 1), times sqrt(d_model); the head scores
+    [band-0 words ‖ clusters] with [W_0; cluster_weight] and [b_0; cluster_bias], tail i adds
+    log_softmax of its band's logits to the head's column c_0 + i − 1.
   init_mems(cfg, B) -> HF's zeros [mem_len, B, C] per layer (xl_original: empty [0, B, C]).
-  forward(cfg, p, src [B, T], mems, bug=None) -> (logits [B, T, V], new_mems): time-major inside, as HF:
+  forward(cfg, p, src [B, T], mems, bug=None) -> (scores [B, T, V], new_mems): raw logits for the full
+    softmax (no cutoffs kept, div_val 1), else the adaptive softmax's log-probabilities; time-major inside, as HF:
     the score is AC + BD with BD from the literal `_rel_shift` of (q + r_r_bias)·r_net(pos_emb)ᵀ,
     pos_emb for positions klen−1 … 0 (clamped to clamp_len when > 0), the mask triu(1 + mlen) plus
     same_length's tril(−s), masked_fill with finfo.min, softmax over keys, post-norm blocks; the
     new memory is the last mem_len rows of [mem ‖ layer input], detached.
   Dropout is not modelled (the parity cases use 0). bug: a seeded mutation for the driver's
     self-check ("no_shift": BD without _rel_shift; "attached": memory keeps its graph;
-    "window_off_by_one": same_length blocks one key too many).
+    "window_off_by_one": same_length blocks one key too many; "reversed_clusters": the original
+    code's cluster columns in reverse order; "untied_proj": every tail projected by out_projs.0's
+    first d_i columns instead of its tied emb_projs.i).
 """
 
 import json
@@ -39,12 +50,25 @@ class XLConfig:
     same_length: bool
     untie_r: bool
     xl_original: bool
+    cutoffs: tuple = ()
+    div_val: int = 1
 
     @classmethod
     def from_json(cls, d):
-        return cls(int(d["vocab_size"]), int(d["n_layer"]), int(d["d_model"]), int(d["n_head"]), int(d["d_head"]),
+        V = int(d["vocab_size"])
+        text = str(d.get("cutoffs", "")).strip("[]").replace(" ", "")
+        cutoffs = tuple(c for c in (int(x) for x in text.split(",") if x) if c < V)
+        return cls(V, int(d["n_layer"]), int(d["d_model"]), int(d["n_head"]), int(d["d_head"]),
                    int(d["d_inner"]), int(d["mem_len"]), int(d["clamp_len"]), bool(d["same_length"]),
-                   bool(d["untie_r"]), bool(d["xl_original"]))
+                   bool(d["untie_r"]), bool(d["xl_original"]), cutoffs, int(d.get("div_val", 1)))
+
+    @property
+    def bands(self):
+        ends = list(self.cutoffs) + [self.vocab_size]
+        return [(0 if i == 0 else ends[i - 1], ends[i]) for i in range(len(ends))]
+
+    def band_dim(self, i):
+        return self.d_model // (self.div_val ** i)
 
     @property
     def shared_r(self):
@@ -58,7 +82,14 @@ def param_shapes(cfg):
     if cfg.shared_r:
         s[top + "r_w_bias"] = (H, D)
         s[top + "r_r_bias"] = (H, D)
-    s[top + "word_emb.emb_layers.0.weight"] = (V, C)
+    bands = cfg.bands
+    if cfg.div_val == 1:
+        s[top + "word_emb.emb_layers.0.weight"] = (V, C)
+    else:
+        for i, (l, r) in enumerate(bands):
+            s[f"{top}word_emb.emb_layers.{i}.weight"] = (r - l, cfg.band_dim(i))
+        for i in range(len(bands)):
+            s[f"{top}word_emb.emb_projs.{i}"] = (C, cfg.band_dim(i))
     for l in range(cfg.n_layer):
         a, f = f"{top}layers.{l}.dec_attn.", f"{top}layers.{l}.pos_ff."
         if not cfg.shared_r:
@@ -75,8 +106,73 @@ def param_shapes(cfg):
         s[f + "CoreNet.3.bias"] = (C,)
         s[f + "layer_norm.weight"] = (C,)
         s[f + "layer_norm.bias"] = (C,)
-    s["decoder.model.crit.out_layers.0.bias"] = (V,)
+    crit = "decoder.model.crit."
+    if len(bands) > 1:
+        s[crit + "cluster_weight"] = (len(bands) - 1, C)
+        s[crit + "cluster_bias"] = (len(bands) - 1,)
+    if cfg.div_val == 1:
+        s[crit + "out_layers.0.bias"] = (V,)
+    else:
+        for i, (l, r) in enumerate(bands):
+            s[f"{crit}out_layers.{i}.bias"] = (r - l,)
+        s[crit + "out_projs.0"] = (C, cfg.band_dim(0))
     return s
+
+
+def embed(cfg, p, x):
+    """HF AdaptiveEmbedding: x [T, B] -> [T, B, C] (times sqrt(d_proj) after the projection)."""
+    top = "decoder.model.transformer.word_emb."
+    C = cfg.d_model
+    if cfg.div_val == 1:
+        return p[top + "emb_layers.0.weight"][x] * (C ** 0.5)
+    out = torch.zeros(x.shape + (C,), dtype=p[top + "emb_layers.0.weight"].dtype)
+    for i, (l, r) in enumerate(cfg.bands):
+        mask = (x >= l) & (x < r)
+        if mask.any():
+            e = p[f"{top}emb_layers.{i}.weight"][x[mask] - l]  # [n, d_i]
+            out[mask] = F.linear(e, p[f"{top}emb_projs.{i}"])  # [n, C]
+    return out * (C ** 0.5)
+
+
+def output_scores(cfg, p, hidden, bug=None):
+    """hidden [N, C] -> raw logits [N, V] (full softmax) or log-probabilities [N, V] (HF's
+    ProjectedAdaptiveLogSoftmax run without labels)."""
+    emb, crit = "decoder.model.transformer.word_emb.", "decoder.model.crit."
+    bands = cfg.bands
+    if cfg.div_val == 1 and len(bands) == 1:
+        return hidden @ p[emb + "emb_layers.0.weight"].t() + p[crit + "out_layers.0.bias"]
+    weights, biases, projs = [], [], []
+    for i, (l, r) in enumerate(bands):
+        if cfg.div_val == 1:
+            weights.append(p[emb + "emb_layers.0.weight"][l:r])
+            biases.append(p[crit + "out_layers.0.bias"][l:r])
+            projs.append(None)
+        else:
+            weights.append(p[f"{emb}emb_layers.{i}.weight"])
+            biases.append(p[f"{crit}out_layers.{i}.bias"])
+            if i == 0:
+                projs.append(p[crit + "out_projs.0"])
+            elif bug == "untied_proj":
+                projs.append(p[crit + "out_projs.0"][:, :cfg.band_dim(i)])
+            else:
+                projs.append(p[f"{emb}emb_projs.{i}"])
+
+    def logit(h, i, w, b):
+        if projs[i] is not None:
+            h = h @ projs[i]  # HF: linear(hidden, proj.t()) -> [N, d_i]
+        return h @ w.t() + b
+
+    if len(bands) == 1:
+        return F.log_softmax(logit(hidden, 0, weights[0], biases[0]), dim=-1)
+    head_w = torch.cat([weights[0], p[crit + "cluster_weight"]], 0)
+    head_b = torch.cat([biases[0], p[crit + "cluster_bias"]], 0)
+    head_lp = F.log_softmax(logit(hidden, 0, head_w, head_b), dim=-1)  # [N, c_0 + k − 1]
+    c0, k = bands[0][1], len(bands)
+    parts = [head_lp[:, :c0]]
+    for i in range(1, k):
+        col = c0 + k - 1 - i if bug == "reversed_clusters" else c0 + i - 1
+        parts.append(head_lp[:, col:col + 1] + F.log_softmax(logit(hidden, i, weights[i], biases[i]), dim=-1))
+    return torch.cat(parts, dim=-1)
 
 
 def init_mems(cfg, B, dtype=torch.float64):
@@ -131,8 +227,7 @@ def forward(cfg, p, src, mems, bug=None):
     C = cfg.d_model
     x = src.t()  # [T, B]
     qlen = x.size(0)
-    emb_w = p[top + "word_emb.emb_layers.0.weight"]
-    core = emb_w[x] * (C ** 0.5)  # [T, B, C]
+    core = embed(cfg, p, x)  # [T, B, C]
     mlen = mems[0].size(0) if mems is not None else 0
     klen = mlen + qlen
     ones = torch.ones(qlen, klen, dtype=torch.bool)
@@ -167,8 +262,9 @@ def forward(cfg, p, src, mems, bug=None):
             cat = torch.cat([mems[l], hids[l]], 0)[beg:end]
             new_mems.append(cat if bug == "attached" else cat.detach())
     hidden = core.transpose(0, 1)  # [B, T, C]
-    logits = hidden @ emb_w.t() + p["decoder.model.crit.out_layers.0.bias"]
-    return logits, new_mems
+    B, T = hidden.shape[0], hidden.shape[1]
+    scores = output_scores(cfg, p, hidden.reshape(B * T, C), bug).reshape(B, T, -1)
+    return scores, new_mems
 
 
 def config_of(meta_config: str):

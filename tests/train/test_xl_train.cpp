@@ -106,5 +106,65 @@ TEST(XlTrain, SeedCommandsTrainResumeAndEvaluateWithMemory) {
   EXPECT_NE(bad.err.find("d_model"), std::string::npos) << bad.err;
 }
 
+// fairseq's WikiText-103 Transformer-XL command (examples/truncated_bptt README; REFERENCE.md §6.6)
+// with the sizes, --max-update and the adaptive softmax's cutoffs scaled to the 40-word synthetic
+// corpus (20000,40000,200000 -> 10,25: two clusters), then its evaluation command with the
+// README's overrides scaled ({"mem_len":640,"clamp_len":400,"same_length":True} -> 40, 12). Checked:
+// the adaptive softmax's parameters are in the checkpoint under HF's names, training lowers the
+// loss, eval-lm runs and its overrides change the result; the same with --div-val 2 (projected
+// bands); a --div-val that leaves a band no dimensions is refused naming the flag.
+TEST(XlTrain, Wiki103CommandWithAdaptiveSoftmax) {
+  TempDir dir;
+  const std::string data = make_data_bin(dir);
+  auto args = [&](const std::string& save, const std::string& div_val) {
+    return std::vector<std::string>{
+        "train", data, "--user-dir", "examples/truncated_bptt", "--task", "truncated_bptt_lm",
+        "--tokens-per-sample", "12", "--batch-size", "2", "--max-update", "12", "--arch", "transformer_xl",
+        "--n-layer", "2", "--d-model", "32", "--n-head", "2", "--d-head", "16", "--d-inner", "64",
+        "--dropout", "0.1", "--dropatt", "0.0", "--mem-len", "12", "--cutoffs", "10,25", "--div-val", div_val,
+        "--optimizer", "adam", "--clip-norm", "0.25", "--lr-scheduler", "cosine", "--warmup-updates", "0",
+        "--min-lr", "0.0", "--lr", "0.0025", "--seed", "3", "--log-format", "json", "--log-interval", "1",
+        "--log-full-precision", "--threads", "1", "--no-progress-bar", "--save-dir", save};
+  };
+  for (const std::string div_val : {"1", "2"}) {
+    const std::string save = dir / ("wt103-div" + div_val);
+    const RunResult r = run_stretch(args(save, div_val));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto lines = inner_lines(r.out);
+    ASSERT_EQ(lines.size(), 12u) << r.out;
+    EXPECT_LT(lines.at(12).at(0).get<double>(), lines.at(1).at(0).get<double>()) << "div_val " << div_val;
+    const SafetensorsFile ck = load_safetensors(save + "/checkpoint_last.pt");
+    ASSERT_NE(ck.find("decoder.model.crit.cluster_weight"), nullptr);
+    EXPECT_EQ(ck.find("decoder.model.crit.cluster_weight")->shape(), (Shape{2, 32}));
+    ASSERT_NE(ck.find("decoder.model.crit.cluster_bias"), nullptr);
+    if (div_val == "2") {
+      ASSERT_NE(ck.find("decoder.model.transformer.word_emb.emb_layers.2.weight"), nullptr);
+      EXPECT_EQ(ck.find("decoder.model.transformer.word_emb.emb_layers.2.weight")->shape()[1], 8);
+      EXPECT_NE(ck.find("decoder.model.crit.out_projs.0"), nullptr);
+    }
+    const std::string ckpt = save + "/checkpoint_best.pt";
+    auto eval = [&](const std::string& json, const std::vector<std::string>& extra) {
+      std::vector<std::string> a = {"eval-lm", data, "--path", ckpt, "--user-dir", "examples/truncated_bptt",
+                                    "--task", "truncated_bptt_lm", "--batch-size", "1", "--tokens-per-sample", "8",
+                                    "--gen-subset", "test", "--results-json", json};
+      a.insert(a.end(), extra.begin(), extra.end());
+      const RunResult e = run_stretch(a);
+      EXPECT_EQ(e.exit_code, 0) << e.err;
+      return nlohmann::json::parse(read_file(json));
+    };
+    const nlohmann::json plain = eval(dir / "plain.json", {});
+    const nlohmann::json over =
+        eval(dir / "over.json", {"--model-overrides", "{\"mem_len\":40,\"clamp_len\":12,\"same_length\":True}"});
+    EXPECT_EQ(plain.at("count"), over.at("count"));
+    EXPECT_NE(plain.at("loss_base2"), over.at("loss_base2"));
+    EXPECT_TRUE(std::isfinite(over.at("loss_base2").get<double>()));
+  }
+  std::vector<std::string> bad = args(dir / "bad", "8");
+  bad[std::find(bad.begin(), bad.end(), "--cutoffs") - bad.begin() + 1] = "10,20,30";
+  const RunResult r = run_stretch(bad);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--div-val 8"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace stretch::train

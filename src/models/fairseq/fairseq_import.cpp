@@ -1,14 +1,17 @@
 // models/fairseq/fairseq_import.cpp — see fairseq_import.h. The transformer_lm mapping tables are
-// kTransformerLm and kTransformerLmAdaptive below; a family (adaptive_span, transformer_xl) is one more table and
-// one more tensor rule list.
+// kTransformerLm and kTransformerLmAdaptive below; transformer_xl is import_transformer_xl() (its stretch
+// parameters carry the fairseq names); a family (adaptive_span) is one more table and one more tensor rule list.
 #include "models/fairseq/fairseq_import.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
 #include "core/error.h"
+#include "models/registry.h"
 #include "models/transformer_lm/config.h"
+#include "models/transformer_xl/config.h"
 #include "nn/vocab_bands.h"
 #include "tensor/torch_file.h"
 
@@ -162,6 +165,128 @@ struct StateDict {
   std::set<std::string> used;
 };
 
+// fairseq's examples/truncated_bptt transformer_xl (TransformerXLConfig → HF's TransfoXLConfig with
+// d_embed = d_model; REFERENCE.md §6.6). Every stretch parameter has the fairseq state-dict name
+// already (decoder.model.transformer.*, decoder.model.crit.*), so the model stretch builds from
+// the config says which tensors must be there and with which shapes. HF saves each tied tensor
+// again under its second name (one storage): crit.out_layers.{i}.weight = word_emb.emb_layers.{i}.weight,
+// crit.out_projs.{i} = word_emb.emb_projs.{i} for i >= 1 (div_val > 1); those must be equal and
+// stretch keeps one. The buffer transformer.pos_emb.inv_freq [d_model/2] must be 10000^(−2k/C).
+const std::set<std::string> kXlMapped = {"_name", "arch", "cutoffs", "d_model", "n_head", "d_head", "d_inner",
+                                         "div_val", "n_layer", "mem_len", "clamp_len", "same_length", "dropout",
+                                         "dropatt", "max_target_positions"};
+const std::set<std::string> kXlIgnored = {"checkpoint_activations", "offload_activations"};
+
+FairseqImport import_transformer_xl(const std::string& path, TorchFile& file, const nlohmann::json& m,
+                                    const nlohmann::json& task, const Value& model_sd, FairseqImport out) {
+  const char* hint = "stretch imports fairseq transformer_xl checkpoints of examples/truncated_bptt (docs/fairseq.md)";
+  std::vector<std::string> unknown;
+  for (auto& [key, value] : m.items())
+    if (!kXlMapped.count(key) && !kXlIgnored.count(key)) unknown.push_back(key + "=" + value.dump());
+  if (!unknown.empty()) {
+    std::string s = "model config keys stretch does not know (not used; check they do not change the model):";
+    for (const auto& u : unknown) s += " " + u;
+    out.notes.push_back(s);
+  }
+  StateDict sd;
+  for (const auto& [k, v] : model_sd.dict) {
+    if (k->kind != Kind::String) fail_input(path, "state dict key " + k->repr() + " is not a string", hint);
+    if (v->kind != Kind::Tensor) fail_input(path, "state dict entry '" + k->s + "' is a " + pickle::kind_name(v->kind), hint);
+    sd.tensors[k->s] = v.get();
+  }
+  auto take = [&](const std::string& name) -> Tensor {
+    auto it = sd.tensors.find(name);
+    if (it == sd.tensors.end()) fail_input(path, "state dict has no '" + name + "' (the config needs it)", hint);
+    sd.used.insert(name);
+    return file.to_f32(it->second->tensor, name);
+  };
+  const std::string top = "decoder.model.transformer.", crit = "decoder.model.crit.";
+  auto integer = [&](const char* key) {
+    if (num(m, key, -1) <= 0) fail_input(path, std::string("model config has no positive '") + key + "'", hint);
+    return static_cast<int64_t>(num(m, key, -1));
+  };
+  TransformerXLConfig c = transformer_xl_preset("transformer_xl");
+  c.n_layer = integer("n_layer");
+  c.d_model = integer("d_model");
+  c.n_head = integer("n_head");
+  c.d_head = integer("d_head");
+  c.d_inner = integer("d_inner");
+  c.div_val = static_cast<int64_t>(num(m, "div_val", 1));
+  c.mem_len = static_cast<int64_t>(num(m, "mem_len", 0));
+  c.clamp_len = static_cast<int64_t>(num(m, "clamp_len", -1));
+  c.same_length = flag(m, "same_length", false);
+  c.dropout = static_cast<float>(num(m, "dropout", 0.0));
+  c.dropatt = static_cast<float>(num(m, "dropatt", 0.0));
+  c.cutoffs = cutoff_text(path, m, "cutoffs");
+  c.untie_r = !sd.tensors.count(top + "r_w_bias");  // HF's untie_r = False keeps one pair at the top
+  const double tps = task.is_object() ? num(task, "tokens_per_sample", -1) : -1;
+  c.tokens_per_sample = static_cast<int64_t>(tps > 0 ? tps : num(m, "max_target_positions", 512));
+  c.max_target_positions = static_cast<int64_t>(num(m, "max_target_positions", static_cast<double>(c.tokens_per_sample)));
+  const std::string emb0 = top + "word_emb.emb_layers.0.weight";
+  if (!sd.tensors.count(emb0)) fail_input(path, "state dict has no '" + emb0 + "'", hint);
+  int64_t V = 0;  // the bands' rows add up to V
+  for (int64_t i = 0; sd.tensors.count(top + "word_emb.emb_layers." + std::to_string(i) + ".weight"); ++i) {
+    const auto& shape = sd.tensors[top + "word_emb.emb_layers." + std::to_string(i) + ".weight"]->tensor.shape;
+    if (shape.size() != 2) fail_input(path, "word_emb.emb_layers." + std::to_string(i) + ".weight is not a matrix", hint);
+    V += shape[0];
+  }
+  c.vocab_size = V;
+  c.padding_idx = 1;
+  std::unique_ptr<LanguageModel> model;
+  try {
+    model = build_model(c.to_json());
+  } catch (const Error& e) {
+    fail_input(path, std::string("its config does not describe a model fairseq can build: ") + e.what(), hint);
+  }
+  NamedTensors& t = out.tensors;
+  for (const auto& [name, v] : model->params().items()) {
+    Tensor x = take(name);
+    if (x.shape() != v.shape())
+      fail_input(path, name + " is " + x.shape().str() + ", expected " + v.shape().str() + " (d_model " +
+                           std::to_string(c.d_model) + ", div_val " + std::to_string(c.div_val) + ", cutoffs " +
+                           c.cutoffs + ")", hint);
+    t.emplace_back(name, x);
+  }
+  auto find_taken = [&](const std::string& name) -> const Tensor& {
+    for (const auto& [n, x] : t)
+      if (n == name) return x;
+    fail_input(path, "state dict has no '" + name + "'", hint);
+  };
+  auto same_as = [&](const std::string& name, const std::string& original_name) {
+    const Tensor o = take(name);
+    const Tensor& original = find_taken(original_name);
+    if (o.shape() != original.shape() || !std::equal(o.f32(), o.f32() + o.numel(), original.f32()))
+      fail_input(path, name + " should be " + original_name + " (tied) but differs from it", hint);
+  };
+  const int64_t bands = static_cast<int64_t>(c.kept_cutoffs().size()) + 1;
+  for (int64_t i = 0; i < (c.div_val == 1 ? 1 : bands); ++i) {
+    const std::string n = std::to_string(i);
+    same_as(crit + "out_layers." + n + ".weight", top + "word_emb.emb_layers." + n + ".weight");
+    if (c.div_val > 1 && i > 0) same_as(crit + "out_projs." + n, top + "word_emb.emb_projs." + n);
+  }
+  const Tensor inv = take(top + "pos_emb.inv_freq");  // HF's buffer: 1 / 10000^(2k/C)
+  bool inv_ok = inv.numel() == c.d_model / 2;
+  for (int64_t k = 0; inv_ok && k < inv.numel(); ++k)
+    inv_ok = std::abs(inv.f32()[k] - 1.0 / std::pow(10000.0, 2.0 * static_cast<double>(k) / c.d_model)) <= 1e-6;
+  if (!inv_ok) fail_input(path, top + "pos_emb.inv_freq is not HF's 1 / 10000^(2k/d_model)", hint);
+  for (const auto& [name, v] : sd.tensors)
+    if (!sd.used.count(name))
+      fail_input(path, "state dict entry '" + name + "' has no place in the model its config describes", hint);
+  for (const auto& [name, v] : t)
+    if (v.numel() > 0 && !std::all_of(v.f32(), v.f32() + v.numel(), [](float x) { return std::isfinite(x); }))
+      fail_input(path, "tensor '" + name + "' holds NaN or infinite values", "the checkpoint is damaged; use another one");
+  out.config = c.to_json();
+  int64_t params = 0;
+  for (const auto& [name, v] : t) params += v.numel();
+  out.notes.insert(out.notes.begin(), "fairseq transformer_xl (" + file.container + " container), " +
+                                          std::to_string(params) + " parameters, V " + std::to_string(V) +
+                                          (bands > 1 ? ", adaptive softmax " + c.cutoffs + " div_val " +
+                                                           std::to_string(c.div_val)
+                                                     : ", full softmax") +
+                                          ", mem_len " + std::to_string(c.mem_len));
+  return out;
+}
+
 }  // namespace
 
 FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions& options) {
@@ -195,6 +320,7 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
                      : m.contains("_name") && m["_name"].is_string() ? m["_name"].get<std::string>()
                                                                        : "";
   if (task.is_object() && task.contains("data") && task["data"].is_string()) out.task_data = task["data"];
+  if (out.fairseq_arch == "transformer_xl") return import_transformer_xl(path, file, m, task, *model_sd, std::move(out));
 
   const bool adaptive = flag(m, "adaptive_input", false) || !cutoff_text(path, m, "adaptive_softmax_cutoff").empty();
   const FamilyMapping& map = adaptive ? kTransformerLmAdaptive : kTransformerLm;

@@ -63,9 +63,11 @@ const std::vector<Field<TransformerXLConfig>>& TransformerXLConfig::fields() {
       number(&C::d_head, {.key = "d_head", .flag = "--d-head", .help = "transformer_xl: head dim D"}),
       number(&C::d_inner, {.key = "d_inner", .flag = "--d-inner", .help = "transformer_xl: FFN inner dim"}),
       number(&C::div_val, {.key = "div_val", .flag = "--div-val",
-                           .help = "transformer_xl: adaptive embedding divisor (1: one table)"}),
+                           .help = "transformer_xl: band i of the adaptive embedding/softmax has dimension "
+                                   "d_model // div_val^i (1: one table, no projections)"}),
       text(&C::cutoffs, {.key = "cutoffs", .flag = "--cutoffs",
-                         .help = "transformer_xl: adaptive softmax cutoffs (those >= V are dropped)"}),
+                         .help = "transformer_xl: adaptive softmax/embedding cutoffs (those >= V are dropped; none left: "
+                                 "the full softmax)"}),
       number(&C::mem_len, {.key = "mem_len", .flag = "--mem-len", .role = R::Free}),
       number(&C::clamp_len, {.key = "clamp_len", .flag = "--clamp-len",
                              .help = "transformer_xl: distances beyond it use the embedding of clamp_len (<= 0: off)",
@@ -115,21 +117,28 @@ void TransformerXLConfig::validate() const {
   if (criterion != "cross_entropy")
     fail_usage("--criterion " + criterion + " (model config key 'criterion'): transformer_xl trains with cross_entropy",
                "drop --criterion (fairseq's transformer_xl recipe uses cross_entropy)");
-  (void)parse_int_list(cutoffs);  // the syntax; which cutoffs remain depends on V (check_vocabulary)
-  if (div_val != 1)
-    fail_usage("--div-val " + std::to_string(div_val) + " (model config key 'div_val'): only 1 (one embedding table, "
-                                                        "no projections) is built",
-               "drop --div-val");
+  const std::vector<int64_t> all = parse_int_list(cutoffs);  // which remain depends on V (check_vocabulary)
+  for (size_t i = 1; i < all.size(); ++i)
+    if (all[i] <= all[i - 1])
+      fail_usage("--cutoffs " + cutoffs + " (model config key 'cutoffs'): " + std::to_string(all[i]) +
+                     " does not follow " + std::to_string(all[i - 1]) + " upwards",
+                 "give increasing word ids, e.g. 20000,40000,200000");
+  if (div_val < 1)
+    fail_usage("--div-val " + std::to_string(div_val) + " (model config key 'div_val') must be >= 1",
+               "give 1 (one embedding table, no projections) or the divisor of each band's dimension");
 }
 
 void TransformerXLConfig::check_vocabulary() const {
-  const std::vector<int64_t> kept = kept_cutoffs();
-  if (!kept.empty())
-    fail_usage("--cutoffs " + cutoffs + " (model config key 'cutoffs'): " + std::to_string(kept.size()) +
-                   " cutoff(s) below the vocabulary size " + std::to_string(vocab_size) +
-                   " would need transformer_xl's adaptive softmax, which stretch does not build yet",
-               "give --cutoffs at or above the vocabulary size (the default 20000,40000,200000 is, for a "
-               "dictionary of at most 20000 words: enwik8, PTB), which gives the full softmax");
+  const int64_t bands = static_cast<int64_t>(kept_cutoffs().size()) + 1;
+  if (div_val > 1) {
+    int64_t d = d_model;
+    for (int64_t i = 1; i < bands; ++i) d /= div_val;
+    if (d <= 0)
+      fail_usage("--div-val " + std::to_string(div_val) + " (model config key 'div_val') with --d-model " +
+                     std::to_string(d_model) + " and " + std::to_string(bands) +
+                     " vocabulary bands gives the last band an embedding of dimension 0 (d_model // div_val^i)",
+                 "use a smaller --div-val, fewer --cutoffs or a larger --d-model");
+  }
 }
 
 nlohmann::json TransformerXLConfig::to_json() const { return fields::to_json(fields(), *this); }

@@ -7,8 +7,9 @@
 // Defaults are fairseq's (d_model 500, 10 heads of 50, d_inner 1000, 12 layers, mem_len 0,
 // clamp_len −1, dropout 0). Semantics: HF's (zero memories before the first segment, one
 // (r_w_bias, r_r_bias) pair per layer); xl_original: the original code's (empty first memory,
-// one pair shared by the whole model). Cutoffs ≥ V are dropped as fairseq does; the adaptive
-// softmax that remaining cutoffs would need is not built (a usage error says so).
+// one pair shared by the whole model). Cutoffs ≥ V are dropped as fairseq does; the remaining
+// ones give HF's AdaptiveEmbedding and ProjectedAdaptiveLogSoftmax (div_val: band i's dimension
+// d_model // div_val^i), none the full softmax.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,7 +28,7 @@ struct TransformerXLConfig {
   int64_t n_head = 10;          // H
   int64_t d_head = 50;          // D (H·D need not equal C)
   int64_t d_inner = 1000;       // FFN inner dim
-  int64_t div_val = 1;          // adaptive embedding/softmax divisor (1 only: no adaptive softmax yet)
+  int64_t div_val = 1;          // band i's embedding dimension d_model // div_val^i (1: one table)
   std::string cutoffs = "20000,40000,200000";  // fairseq's default; those >= V are dropped
   int64_t mem_len = 0;          // M: rows of memory per layer (0: none)
   int64_t clamp_len = -1;       // > 0: distances beyond it use the embedding of clamp_len
@@ -43,10 +44,10 @@ struct TransformerXLConfig {
   int64_t inner_dim() const { return n_head * d_head; }  // H·D
   bool shared_r() const { return xl_original || !untie_r; }
   bool zero_memory_start() const { return !xl_original; }
-  // The cutoffs fairseq keeps (those < V); validate() refuses a non-empty result.
+  // The cutoffs fairseq keeps (those < V): the adaptive softmax's bands (none: the full softmax).
   std::vector<int64_t> kept_cutoffs() const;
   void validate() const;  // usage errors naming flag, key and value (any vocabulary size)
-  // With the dictionary's V: cutoffs below V need the adaptive softmax (not built: a usage error).
+  // With the dictionary's V: every band of the adaptive embedding keeps a dimension >= 1.
   void check_vocabulary() const;
   nlohmann::json to_json() const;
   static TransformerXLConfig from_json(const nlohmann::json& j);

@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "models/transformer_lm/hidden_memory.h"
 #include "models/transformer_xl/rel_attention.h"
+#include "nn/projected_adaptive_softmax.h"
+#include "nn/softmax_head.h"
 
 namespace stretch::models {
 using namespace stretch::autograd;
@@ -16,6 +18,11 @@ namespace {
 
 constexpr uint64_t kMaxMicro = 1u << 8, kMaxLayerSlots = 1u << 12;  // sites 0..4 < 16
 constexpr float kInitStd = 0.02f;                                   // HF's init_std
+constexpr float kProjInitStd = 0.01f;                               // HF's proj_init_std
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
 
 }  // namespace
 
@@ -49,7 +56,21 @@ TransformerXL::TransformerXL(TransformerXLConfig config) : config_(std::move(con
     shared_r_w_bias_ = params_.add(top + "r_w_bias", {H, D});
     shared_r_r_bias_ = params_.add(top + "r_r_bias", {H, D});
   }
-  word_emb_ = nn::Embedding::make(params_, top + "word_emb.emb_layers.0.weight", V, C);
+  const std::vector<int64_t> cutoffs = c.kept_cutoffs();
+  const nn::VocabBands bands = nn::VocabBands::make(cutoffs, V);
+  const int64_t k = bands.count();
+  if (c.div_val == 1) {
+    word_emb_ = nn::Embedding::make(params_, top + "word_emb.emb_layers.0.weight", V, C);
+  } else {
+    adaptive_emb_ = nn::AdaptiveInput(params_, top + "word_emb.",
+                                      {.vocab_size = V,
+                                       .padding_idx = -1,  // HF's nn.Embedding has none
+                                       .initial_dim = C,
+                                       .factor = static_cast<double>(c.div_val),
+                                       .output_dim = C,
+                                       .cutoff = cutoffs,
+                                       .hf_names = true});
+  }
   layers_.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
@@ -70,8 +91,28 @@ TransformerXL::TransformerXL(TransformerXLConfig config) : config_(std::move(con
     L.fc2 = nn::Linear::make(params_, f + "CoreNet.3.", c.d_inner, C);
     L.ff_norm = nn::LayerNorm::make(params_, f + "layer_norm.", C);
   }
-  out_bias_ = params_.add("decoder.model.crit.out_layers.0.bias", {V});
-  head_ = std::make_unique<nn::SoftmaxHead>(word_emb_.weight, out_bias_);
+  const std::string crit = "decoder.model.crit.";
+  if (k == 1 && c.div_val == 1) {
+    head_ = std::make_unique<nn::SoftmaxHead>(word_emb_.weight, params_.add(crit + "out_layers.0.bias", {V}));
+    return;
+  }
+  nn::ProjectedAdaptiveSoftmaxWeights w{.vocab_size = V, .input_dim = C, .bands = bands};
+  if (k > 1) {  // HF registers the clusters first, then out_layers, then out_projs
+    w.cluster_weight = params_.add(crit + "cluster_weight", {k - 1, C});
+    w.cluster_bias = params_.add(crit + "cluster_bias", {k - 1});
+  }
+  if (c.div_val == 1) {
+    w.full_weight = word_emb_.weight;
+    w.full_bias = params_.add(crit + "out_layers.0.bias", {V});
+  } else {
+    for (int64_t i = 0; i < k; ++i) {
+      w.weight.push_back(adaptive_emb_.table(i));  // tied: out_layers.{i}.weight
+      w.bias.push_back(params_.add(crit + "out_layers." + std::to_string(i) + ".bias", {bands.size(i)}));
+    }
+    w.proj.push_back(params_.add(crit + "out_projs.0", {C, adaptive_emb_.band_dim(0)}));  // tie_projs[0] = False
+    for (int64_t i = 1; i < k; ++i) w.proj.push_back(adaptive_emb_.projection(i));       // tied: emb_projs.{i}
+  }
+  head_ = std::make_unique<nn::ProjectedAdaptiveSoftmax>(std::move(w));
 }
 
 ModelInfo TransformerXL::info() const {
@@ -97,10 +138,12 @@ void TransformerXL::init(uint64_t seed) {
   for (const auto& [name, var] : params_.items()) {
     Var v = var;
     const bool norm = name.find("layer_norm.") != std::string::npos;
-    const bool bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    const bool bias = ends_with(name, ".bias") || ends_with(name, "cluster_bias");
+    const bool proj = name.find("emb_projs.") != std::string::npos || name.find("out_projs.") != std::string::npos;
     if (norm && !bias) nn::init_normal(v, 1.f, kInitStd, rng);         // LayerNorm weight N(1, 0.02)
-    else if (bias) nn::init_constant(v, 0.f);                          // Linear / LayerNorm / softmax biases
-    else nn::init_normal(v, 0.f, kInitStd, rng);                       // weights, embedding, r_w_bias, r_r_bias
+    else if (bias) nn::init_constant(v, 0.f);                          // Linear / LayerNorm / softmax / cluster biases
+    else if (proj) nn::init_normal(v, 0.f, kProjInitStd, rng);         // adaptive projections N(0, 0.01)
+    else nn::init_normal(v, 0.f, kInitStd, rng);                       // weights, tables, r biases, cluster_weight
   }
 }
 
@@ -143,7 +186,8 @@ Var TransformerXL::features(const Tensor& src, const ForwardOptions& opt) {
   const int64_t window = c.same_length ? c.mem_len : 0;
   const int64_t rows = window > 0 ? std::min(S, window) : S;  // every visible distance
   const float p = train ? c.dropout : 0.f;
-  Var x = word_emb_(src, std::sqrt(static_cast<float>(C)));  // [B, T, C]
+  const float emb_scale = std::sqrt(static_cast<float>(C));  // HF's d_proj ** 0.5
+  Var x = c.div_val == 1 ? word_emb_(src, emb_scale) : adaptive_emb_(src, emb_scale);  // [B, T, C]
   x = dropout(x, {.p = p, .seed = opt.seed, .stream = dropout_stream(opt, -1, 0)});
   Var R = dropout(Var(xl_relative_embedding(rows, C, c.clamp_len)),
                   {.p = p, .seed = opt.seed, .stream = dropout_stream(opt, -1, 1)});  // [rows, C]
@@ -176,7 +220,18 @@ Var TransformerXL::features(const Tensor& src, const ForwardOptions& opt) {
 int64_t TransformerXL::parameter_count(const TransformerXLConfig& c) {
   const int64_t C = c.d_model, HD = c.inner_dim(), F = c.d_inner, V = c.vocab_size;
   const int64_t r_biases = 2 * c.n_head * c.d_head;
-  int64_t n = V * C + V;  // tied embedding/output weight + output bias
+  const nn::VocabBands bands = nn::VocabBands::make(c.kept_cutoffs(), V);
+  const int64_t k = bands.count();
+  int64_t n = (k - 1) * (C + 1);  // cluster_weight [k − 1, C] and cluster_bias
+  if (c.div_val == 1) {
+    n += V * C + V;  // tied embedding/output weight + output bias
+  } else {
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t d = nn::VocabBands::dim(C, static_cast<double>(c.div_val), i);
+      n += bands.size(i) * d + C * d + bands.size(i);  // tied table, tied projection, bias
+    }
+    n += C * C;  // out_projs.0 (the head's own)
+  }
   n += c.shared_r() ? r_biases : c.n_layer * r_biases;
   n += c.n_layer * (3 * HD * C + HD * C + C * HD + 2 * C + (C * F + F) + (F * C + C) + 2 * C);
   return n;

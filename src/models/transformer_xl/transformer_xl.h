@@ -2,11 +2,20 @@
 // a wrapper of HuggingFace's TransfoXLLMHeadModel; REFERENCE.md §6) behind models::LanguageModel.
 // Contract:
 //   * Parameters carry fairseq's state-dict names (decoder.model.transformer.*, decoder.model.crit.*)
-//     in HF's named_parameters() order; the output weight is the tied word embedding, listed once
-//     under its input-side name; decoder.model.crit.out_layers.0.bias [V] is the softmax's bias.
+//     in HF's named_parameters() order; the output weights are the tied word embedding tables,
+//     listed once under their input-side names (word_emb.emb_layers.{i}.weight).
+//   * Output layer (the cutoffs below V, config.h): none left, the full softmax over the tied
+//     [V, C] table with bias crit.out_layers.0.bias [V]; else HF's ProjectedAdaptiveLogSoftmax
+//     (nn/projected_adaptive_softmax.h) with crit.cluster_weight [k−1, C], crit.cluster_bias
+//     [k−1] and, at div_val 1, the same tied table and bias [V]; at div_val > 1 the input is HF's
+//     AdaptiveEmbedding (word_emb.emb_layers.{i}.weight [size_i, d_i], word_emb.emb_projs.{i}
+//     [C, d_i]; nn/adaptive_input.h with hf_names), the output per band crit.out_layers.{i}.bias
+//     and the tied table and projection (tie_projs: band i ≥ 1 reuses emb_projs.{i}), the head's
+//     projection its own crit.out_projs.0 [C, C].
 //   * init(seed): HF's distributions (Linear and Embedding weights N(0, 0.02), biases 0, LayerNorm
-//     weight N(1, 0.02), r_w_bias / r_r_bias N(0, 0.02)), drawn in parameter order from Philox.
-//   * features(src [B, T]): emb = E[src]·sqrt(C), dropout; R [rows, C] the sinusoidal embedding of
+//     weight N(1, 0.02), r_w_bias / r_r_bias / cluster_weight N(0, 0.02), cluster_bias 0,
+//     emb_projs / out_projs N(0, 0.01) = proj_init_std), drawn in parameter order from Philox.
+//   * features(src [B, T]): emb = E[src]·sqrt(C) (div_val > 1: the band's table and projection), dropout; R [rows, C] the sinusoidal embedding of
 //     distance d (position min(d, clamp_len) when clamp_len > 0), dropout once per forward, shared
 //     by the layers; per layer (post-norm, no-bias q/k/v/r/o):
 //       qkv = qkv_net([mem_l ‖ x]) [B, M+T, 3HD], r = r_net(R) [rows, HD],
@@ -28,8 +37,9 @@
 
 #include "models/language_model.h"
 #include "models/transformer_xl/config.h"
+#include "nn/adaptive_input.h"
 #include "nn/linear.h"
-#include "nn/softmax_head.h"
+#include "nn/output_head.h"
 
 namespace stretch::models {
 
@@ -61,10 +71,10 @@ class TransformerXL final : public LanguageModel {
   TransformerXLConfig config_;
   nn::ParameterList params_;
   Var shared_r_w_bias_, shared_r_r_bias_;  // [H, D] with shared_r()
-  nn::Embedding word_emb_;                 // [V, C]
+  nn::Embedding word_emb_;                 // [V, C] (div_val 1)
+  nn::AdaptiveInput adaptive_emb_;         // div_val > 1: per band [size_i, d_i] and [C, d_i]
   std::vector<Layer> layers_;
-  Var out_bias_;                           // [V]
-  std::unique_ptr<nn::SoftmaxHead> head_;
+  std::unique_ptr<nn::OutputHead> head_;
 };
 
 // The sinusoidal relative embedding [rows, C]: row d = [sin(p·f_k) ‖ cos(p·f_k)], p = min(d, clamp)
