@@ -181,7 +181,14 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--init-lr-scale", o.init_lr_scale, "tri_stage: the warmup starts at this x --lr")->capture_default_str();
   sub.add_option("--final-lr-scale", o.final_lr_scale, "tri_stage: the decay ends at this x --lr")->capture_default_str();
   sub.add_option("--t-mult", o.t_mult);
-  sub.add_option("--lr-shrink", o.lr_shrink);
+  sub.add_option("--lr-shrink", o.lr_shrink, "cosine, fixed with --force-anneal, triangular, reduce_lr_on_plateau: "
+                 "the shrink factor")->capture_default_str();
+  sub.add_option("--lr-threshold", o.lr_threshold,
+                 "reduce_lr_on_plateau: a validation metric better by less than this fraction is no improvement")
+      ->capture_default_str();
+  sub.add_option("--lr-patience", o.lr_patience,
+                 "reduce_lr_on_plateau: epochs without improvement before the lr shrinks")
+      ->transform(int_at_least(0, "0: shrink after the first epoch without improvement"))->capture_default_str();
   sub.add_option("--end-learning-rate", o.end_learning_rate);
   sub.add_option("--power", o.power);
   sub.add_option("--total-num-update", o.total_num_update)->transform(int_at_least(0, "0: --max-update"));
@@ -250,7 +257,7 @@ void add_train(CLI::App& sub, Runner& run) {
       return 0;
     }
     // The schedule's flags (e.g. triangular without --max-lr) checked before the data is read.
-    train::make_scheduler(c.optim, c.max_update);
+    train::make_scheduler(c);
     return train::run_training(c);
   };
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <numbers>
 #include <sstream>
 #include <string>
@@ -27,6 +28,7 @@ constexpr KindName kKindNames[] = {
     {SchedulerKind::PolynomialDecay, "polynomial_decay"},
     {SchedulerKind::TriStage, "tri_stage"},
     {SchedulerKind::Triangular, "triangular"},
+    {SchedulerKind::ReduceLrOnPlateau, "reduce_lr_on_plateau"},
 };
 static_assert(std::size(kKindNames) == kSchedulerKindCount, "every SchedulerKind needs a name");
 
@@ -180,6 +182,79 @@ LrSchedule::LrSchedule(SchedulerConfig c) : config_(std::move(c)) {
         bad("--lr-period-updates", period, "must be >= 2 with --lr-scheduler triangular (half of it is the step size)");
       break;
     }
+    case SchedulerKind::ReduceLrOnPlateau:
+      // torch's ReduceLROnPlateau refuses factor >= 1; patience and threshold as torch takes them.
+      if (!std::isfinite(c_.lr_shrink) || c_.lr_shrink < 0 || c_.lr_shrink >= 1)
+        bad("--lr-shrink", c_.lr_shrink, "must be in [0, 1) with --lr-scheduler reduce_lr_on_plateau",
+            "torch's ReduceLROnPlateau refuses a factor >= 1; e.g. --lr-shrink 0.5");
+      if (!std::isfinite(c_.lr_threshold) || c_.lr_threshold < 0)
+        bad("--lr-threshold", c_.lr_threshold, "must be finite and >= 0");
+      if (c_.lr_patience < 0) bad("--lr-patience", static_cast<double>(c_.lr_patience), "must be >= 0");
+      warmup_init_ = c_.warmup_init_lr < 0 ? (warmup_ > 0 ? 0.0 : lr) : c_.warmup_init_lr;
+      if (warmup_ > 0) lr_step_ = (lr - warmup_init_) / static_cast<double>(warmup_);
+      break;
+  }
+}
+
+nlohmann::json PlateauState::to_json() const {
+  // JSON has no NaN or inf: an unset lr or best is null.
+  return {{"lr", std::isfinite(lr) ? nlohmann::json(lr) : nlohmann::json()},
+          {"best", has_best && std::isfinite(best) ? nlohmann::json(best) : nlohmann::json()},
+          {"num_bad_epochs", num_bad_epochs},
+          {"last_epoch", last_epoch}};
+}
+
+PlateauState PlateauState::from_json(const nlohmann::json& j, const std::string& source) {
+  PlateauState s;
+  auto number = [&](const char* key) -> const nlohmann::json& {
+    if (!j.is_object() || !j.contains(key))
+      fail_input(source, std::string("lr_plateau has no key '") + key + "'", "restore an earlier checkpoint");
+    const nlohmann::json& v = j.at(key);
+    if (!v.is_null() && !v.is_number())
+      fail_input(source, std::string("lr_plateau key '") + key + "' is " + v.dump() + ", not a number",
+                 "restore an earlier checkpoint");
+    return v;
+  };
+  if (const auto& v = number("lr"); !v.is_null()) s.lr = v.get<double>();
+  if (const auto& v = number("best"); !v.is_null()) s.has_best = true, s.best = v.get<double>();
+  const auto& bad_epochs = number("num_bad_epochs");
+  const auto& last = number("last_epoch");
+  if (bad_epochs.is_null() || last.is_null() || bad_epochs.get<int64_t>() < 0 || last.get<int64_t>() < 0 ||
+      (!std::isnan(s.lr) && !(s.lr >= 0)))
+    fail_input(source, "lr_plateau " + j.dump() + " is impossible", "restore an earlier checkpoint");
+  s.num_bad_epochs = bad_epochs.get<int64_t>();
+  s.last_epoch = last.get<int64_t>();
+  return s;
+}
+
+void LrSchedule::step_epoch(int64_t epoch, std::optional<double> metric, int64_t num_updates) {
+  if (config_.kind != SchedulerKind::ReduceLrOnPlateau) return;
+  PlateauState& s = plateau_;
+  // fairseq's warmup_end turns true at the first step_update(n) with n > W.
+  const bool warmup_end = warmup_ <= 0 || num_updates > warmup_;
+  if (!metric || !warmup_end) {
+    s.last_epoch = epoch;
+    return;
+  }
+  // torch.optim.lr_scheduler.ReduceLROnPlateau.step(metrics), torch 1.13.
+  const double current = *metric;
+  s.last_epoch += 1;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double best = s.has_best ? s.best : (config_.maximize ? -inf : inf);
+  const bool better = config_.maximize ? current > best * (config_.lr_threshold + 1.0)
+                                       : current < best * (1.0 - config_.lr_threshold);
+  if (better) {
+    s.best = current;
+    s.has_best = true;
+    s.num_bad_epochs = 0;
+  } else {
+    s.num_bad_epochs += 1;
+  }
+  if (s.num_bad_epochs > config_.lr_patience) {
+    const double old_lr = lr_at(num_updates);
+    const double new_lr = std::max(old_lr * config_.lr_shrink, 0.0);
+    if (old_lr - new_lr > 1e-8) s.lr = new_lr;
+    s.num_bad_epochs = 0;
   }
 }
 
@@ -278,6 +353,11 @@ double LrSchedule::lr_at_epoch(int64_t num_updates, int64_t epoch) const {
       return tri_stage(num_updates);
     case SchedulerKind::Triangular:
       return triangular(num_updates);
+    case SchedulerKind::ReduceLrOnPlateau:
+      // fairseq's step_update sets the lr only while n ≤ W; after, the optimizer keeps it.
+      if (warmup_ > 0 && num_updates <= warmup_) return warmup_init_ + n * lr_step_;
+      if (!std::isnan(plateau_.lr)) return plateau_.lr;
+      return warmup_ > 0 ? warmup_init_ + static_cast<double>(warmup_) * lr_step_ : c.lr[0];
   }
   return 0.0;
 }

@@ -31,18 +31,35 @@
 //                     default 5000), cycle = floor(n / 2s), k = lr_shrink^cycle,
 //                     hi = max_lr·k, lo = lr (·k with --shrink-min),
 //                     x = |n/s − 2(cycle+1) + 1|, lr = lo + (hi − lo)·max(0, 1 − x)
+//   reduce_lr_on_plateau  (fairseq reduce_lr_on_plateau.py over torch's ReduceLROnPlateau, cooldown 0,
+//                     min_lr 0, eps 1e-8, threshold_mode rel) NOT a pure function: it keeps a
+//                     PlateauState that step_epoch() changes at the end of each epoch and that the
+//                     trainer saves in checkpoint_last (train_state "lr_plateau").
+//                     init = --warmup-init-lr (< 0: 0 when W > 0, else lr), step = (lr − init)/W;
+//                     n ≤ W (W > 0): init + n·step; after: the state's lr (NaN until the first
+//                     reduction: init + W·step, or lr when W = 0).
+//                     step_epoch(epoch, metric, n): without a metric, or while the warmup has not
+//                     ended (W > 0 and n ≤ W), only last_epoch = epoch. Else torch's step: better =
+//                     metric < best·(1 − threshold) (--maximize-best-checkpoint-metric: metric >
+//                     best·(threshold + 1); best starts at ±inf); better: best = metric, bad = 0, else
+//                     ++bad; bad > --lr-patience: new = max(lr·--lr-shrink, 0), taken if lr − new > 1e-8,
+//                     bad = 0. The metric is what fairseq passes: the first --valid-subset's
+//                     --best-checkpoint-metric as logged (loss round(·, 3), ppl round(2^loss, 2)).
 #pragma once
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace stretch::optim {
 
-enum class SchedulerKind { Fixed, InverseSqrt, Cosine, PolynomialDecay, TriStage, Triangular };
-inline constexpr int kSchedulerKindCount = 6;
+enum class SchedulerKind { Fixed, InverseSqrt, Cosine, PolynomialDecay, TriStage, Triangular, ReduceLrOnPlateau };
+inline constexpr int kSchedulerKindCount = 7;
 
 // Typed schedule config; fairseq flag and default in each comment.
 struct SchedulerConfig {
@@ -67,6 +84,24 @@ struct SchedulerConfig {
   double final_lr_scale = 0.01;               // --final-lr-scale (tri_stage)
   double max_lr = -1;                         // --max-lr (triangular; required there, > lr)
   bool shrink_min = false;                    // --shrink-min (triangular)
+  double lr_threshold = 1e-4;                 // --lr-threshold (reduce_lr_on_plateau)
+  int64_t lr_patience = 0;                    // --lr-patience (reduce_lr_on_plateau)
+  bool maximize = false;                      // --maximize-best-checkpoint-metric (reduce_lr_on_plateau's mode)
+};
+
+// reduce_lr_on_plateau's state: what torch's ReduceLROnPlateau and the optimizer's lr hold
+// between epochs (fairseq saves only best and last_epoch; num_bad_epochs and the reduced lr are
+// kept here too, so a resumed run equals an uninterrupted one).
+struct PlateauState {
+  double lr = NAN;             // the lr after the last reduction; NaN: none yet
+  bool has_best = false;       // false: torch's best = ±inf
+  double best = 0.0;
+  int64_t num_bad_epochs = 0;
+  int64_t last_epoch = 0;
+  bool operator==(const PlateauState&) const = default;
+  nlohmann::json to_json() const;
+  // Errors name `source` and the bad key.
+  static PlateauState from_json(const nlohmann::json& j, const std::string& source);
 };
 
 class LrSchedule {
@@ -82,6 +117,12 @@ class LrSchedule {
   double lr_at_epoch(int64_t num_updates, int64_t epoch) const;
   bool depends_on_epoch() const;
 
+  // reduce_lr_on_plateau (no-ops for the other kinds): the end of `epoch` after n updates, with
+  // the validation metric fairseq passes (nullopt: no validation at the end of that epoch).
+  void step_epoch(int64_t epoch, std::optional<double> metric, int64_t num_updates);
+  const PlateauState& plateau() const { return plateau_; }
+  void set_plateau(const PlateauState& state) { plateau_ = state; }
+
  private:
   double cosine(int64_t n) const;
   double tri_stage(int64_t n) const;
@@ -94,6 +135,7 @@ class LrSchedule {
   double decay_factor_ = 0.0;  // inverse_sqrt; tri_stage's −ln(final_lr_scale)/Ds
   int64_t hold_ = 0, decay_ = 0;  // tri_stage (warmup_ is its Ws)
   double stepsize_ = 0.0;         // triangular: floor(P / 2)
+  PlateauState plateau_{};        // reduce_lr_on_plateau
 };
 
 // fairseq's stop conditions (fairseq_cli/train.py): stop once num_updates ≥ max_update

@@ -19,7 +19,8 @@ nlohmann::json TrainState::to_json() const {
           {"epoch_gnorm_sum", epoch_gnorm_sum},
           {"epoch_clip_count", epoch_clip_count},
           {"epoch_updates", epoch_updates},
-          {"seed", seed}};
+          {"seed", seed},
+          {"lr_plateau", lr_plateau.to_json()}};
 }
 
 void TrainState::begin_next_epoch() {
@@ -56,6 +57,7 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& sou
     s.epoch_clip_count = j.value("epoch_clip_count", 0.0);
     s.epoch_updates = j.value("epoch_updates", int64_t{0});
     s.seed = j.at("seed").get<uint64_t>();
+    if (j.contains("lr_plateau")) s.lr_plateau = optim::PlateauState::from_json(j.at("lr_plateau"), source);
   } catch (const nlohmann::json::exception& e) {
     fail_input(source, std::string("train_state in the metadata is incomplete: ") + e.what(),
                "the file was not written by this version of `stretch train`; restore an earlier checkpoint");

@@ -18,7 +18,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const OptimSettings& s) {
   return optim::make_optimizer(c);
 }
 
-std::unique_ptr<optim::LrSchedule> make_scheduler(const OptimSettings& s, int64_t max_update) {
+namespace {
+optim::SchedulerConfig scheduler_config(const OptimSettings& s, int64_t max_update) {
   optim::SchedulerConfig c;
   c.kind = s.lr_scheduler;
   c.lr = s.lr;
@@ -40,7 +41,20 @@ std::unique_ptr<optim::LrSchedule> make_scheduler(const OptimSettings& s, int64_
   c.final_lr_scale = s.final_lr_scale;
   c.max_lr = s.max_lr;
   c.shrink_min = s.shrink_min;
+  c.lr_threshold = s.lr_threshold;
+  c.lr_patience = s.lr_patience;
   c.total_num_update = s.total_num_update > 0 ? s.total_num_update : (max_update > 0 ? max_update : 1000000);
+  return c;
+}
+}  // namespace
+
+std::unique_ptr<optim::LrSchedule> make_scheduler(const OptimSettings& s, int64_t max_update) {
+  return std::make_unique<optim::LrSchedule>(scheduler_config(s, max_update));
+}
+
+std::unique_ptr<optim::LrSchedule> make_scheduler(const TrainConfig& tc) {
+  optim::SchedulerConfig c = scheduler_config(tc.optim, tc.max_update);
+  c.maximize = tc.maximize_best_checkpoint_metric;
   return std::make_unique<optim::LrSchedule>(c);
 }
 

@@ -9,5 +9,8 @@
 
 namespace stretch::train {
 std::unique_ptr<optim::Optimizer> make_optimizer(const OptimSettings& s);
+// The schedule of the flags (reduce_lr_on_plateau in mode min) ...
 std::unique_ptr<optim::LrSchedule> make_scheduler(const OptimSettings& s, int64_t max_update);
+// ... and of a run (--max-update; --maximize-best-checkpoint-metric sets reduce_lr_on_plateau's mode).
+std::unique_ptr<optim::LrSchedule> make_scheduler(const TrainConfig& c);
 }  // namespace stretch::train

@@ -50,6 +50,8 @@ struct OptimSettings {
   double init_lr_scale = 0.01;        // tri_stage
   double final_lr_scale = 0.01;       // tri_stage
   bool shrink_min = false;            // triangular
+  double lr_threshold = 1e-4;         // reduce_lr_on_plateau
+  int64_t lr_patience = 0;            // reduce_lr_on_plateau
   double stop_min_lr = -1.0;
   double clip_norm = 0.0;
   bool sentence_avg = false;          // --sentence-avg: the gradient and "loss" per row (sentence), not per target

@@ -3,11 +3,14 @@
 // __metadata__["train_state"], docs/formats.md "Checkpoint contents").
 // Nothing random is stored: dropout masks are a function of (seed, update, micro-batch, layer,
 // site) and each epoch's batch order of (seed, epoch), so (num_updates, epoch, next_batch)
-// fix every later random draw; the learning rate is recomputed from num_updates (and epoch).
+// fix every later random draw; the learning rate is recomputed from num_updates (and epoch), and
+// for reduce_lr_on_plateau from lr_plateau, the only schedule state kept (optim/lr_scheduler.h).
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+
+#include "optim/lr_scheduler.h"
 
 namespace stretch::train {
 
@@ -23,6 +26,7 @@ struct TrainState {
   double epoch_clip_count = 0;   // written before them: read as 0)
   int64_t epoch_updates = 0;
   uint64_t seed = 1;             // --seed the run started with (a resume with another seed is refused)
+  optim::PlateauState lr_plateau{};  // --lr-scheduler reduce_lr_on_plateau's state (absent in older files: fresh)
   // Moves to the start of the next epoch (batch 0, epoch sums cleared).
   void begin_next_epoch();
   nlohmann::json to_json() const;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <system_error>
 #include <vector>
 
@@ -355,7 +356,7 @@ TrainingRun::TrainingRun(TrainConfig config)
   segment_ = model_->new_segment_state(models::SegmentUse::Training);
   dictionary_text_ = read_text_file(data_.dict_path);
   optimizer_ = make_optimizer(c.optim);
-  scheduler_ = make_scheduler(c.optim, c.max_update);
+  scheduler_ = make_scheduler(c);
   state_.seed = c.seed;
   config_json_ = c.to_json();
   if (world_.is_main()) {
@@ -451,6 +452,14 @@ void TrainingRun::resume(const std::string& from) {
     state_.best_loss = NAN;
     clock_ = TrainClock{};
   }
+  // reduce_lr_on_plateau: --reset-optimizer drops the reduced lr and the scheduler state (fairseq
+  // loads neither), --reset-lr-scheduler the scheduler's best and epoch count (the lr stays).
+  if (c.reset_optimizer) {
+    state_.lr_plateau = optim::PlateauState{};
+  } else if (c.reset_lr_scheduler) {
+    state_.lr_plateau = optim::PlateauState{.lr = state_.lr_plateau.lr};
+  }
+  scheduler_->set_plateau(state_.lr_plateau);
   if (!c.reset_optimizer) {
     optim::OptimizerState os;
     for (const auto& [name, t] : ck.file.tensors)
@@ -596,19 +605,27 @@ bool TrainingRun::validate_and_save(bool end_of_epoch) {
   if (!std::isnan(vloss) && (std::isnan(prev_best) || vloss == prev_best || better(vloss, prev_best)))
     names.push_back("checkpoint_best.pt");
   if (!c.no_last_checkpoints) names.push_back("checkpoint_last.pt");
+  // fairseq names the file by the logged (rounded) metric value (train/best_checkpoints.h).
+  const bool ppl = c.best_checkpoint_metric == "ppl";
+  auto logged = [&](double loss2) {  // Python's round(v, 3) (ppl: round(2^loss, 2))
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", ppl ? 2 : 3, ppl ? std::pow(2.0, loss2) : loss2);
+    return std::strtod(buf, nullptr);
+  };
   if (c.keep_best_checkpoints > 0 && !std::isnan(vloss)) {
-    // fairseq names the file by the logged (rounded) metric value (train/best_checkpoints.h).
-    const bool ppl = c.best_checkpoint_metric == "ppl";
-    auto logged = [&](double loss2) {  // Python's round(v, 3) (ppl: round(2^loss, 2))
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.*f", ppl ? 2 : 3, ppl ? std::pow(2.0, loss2) : loss2);
-      return std::strtod(buf, nullptr);
-    };
     const std::string best_name = keep_best_name(keep_best_params(), epoch, n, logged(vloss), logged(state_.best_loss));
     if (!best_name.empty()) names.insert(names.end() - (c.no_last_checkpoints ? 0 : 1), best_name);
   }
   const bool early = out_of_patience(vloss);
   should_stop = should_stop || early;
+  if (end_of_epoch && !should_stop) {
+    // fairseq's trainer.lr_step(epoch, valid_losses[0]) after an epoch that does not stop the run.
+    // fairseq calls it after this save, so its checkpoint misses the epoch's reduction (a resume
+    // from it differs); stretch steps before the save, so the resume equals the uninterrupted run.
+    const bool validated = do_validate && !valid_splits_.empty();
+    scheduler_->step_epoch(epoch, validated ? std::optional<double>(logged(vloss)) : std::nullopt, n);
+    state_.lr_plateau = scheduler_->plateau();
+  }
   if (end_of_epoch) {
     state_.begin_next_epoch();
     clock_.epoch_train_wall = clock_.epoch_elapsed = 0;
@@ -809,10 +826,10 @@ int TrainingRun::run() {
 
 int run_training(TrainConfig c) {
   arm_graceful_stop();
-  if (c.reset_lr_scheduler)
-    log_once(LogLevel::Warning, "--reset-lr-scheduler has no effect in stretch: every schedule is a function of the "
-                                "update number (and epoch), recomputed after a resume; --reset-optimizer restarts "
-                                "the update count");  // core/signals.h: SIGINT/SIGTERM now save checkpoint_last.pt and stop
+  if (c.reset_lr_scheduler && c.optim.lr_scheduler != optim::SchedulerKind::ReduceLrOnPlateau)
+    log_once(LogLevel::Warning, "--reset-lr-scheduler has no effect in stretch with this --lr-scheduler: the schedule "
+                                "is a function of the update number (and epoch), recomputed after a resume; "
+                                "--reset-optimizer restarts the update count (only reduce_lr_on_plateau keeps state)");  // core/signals.h: SIGINT/SIGTERM now save checkpoint_last.pt and stop
   check_run_flags(c);
   // The --save-dir is checked, locked and tidied before any data is read (train/save_dir.h).
   SaveDirLock save_dir_lock;

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""stretch's `--lr-scheduler tri_stage` and `--lr-scheduler triangular` against REAL fairseq 0.12.2's
-classes (fairseq.optim.lr_scheduler.tri_stage_lr_scheduler.TriStageLRSchedule and
-triangular_lr_scheduler.TriangularLRSchedule) over fairseq's sgd optimizer, driven in the order
-fairseq's trainer calls them: step_update(0) at build, the lr of update n+1 read from the optimizer,
-step_update(n+1) after it.
+"""stretch's `--lr-scheduler tri_stage`, `triangular` and `reduce_lr_on_plateau` against REAL fairseq
+0.12.2's classes (fairseq.optim.lr_scheduler.tri_stage_lr_scheduler.TriStageLRSchedule,
+triangular_lr_scheduler.TriangularLRSchedule, reduce_lr_on_plateau.ReduceLROnPlateauLRSchedule over
+torch's ReduceLROnPlateau) over fairseq's sgd optimizer, driven in the order fairseq's trainer calls
+them: step_update(0) at build, the lr of update n+1 read from the optimizer, step_update(n+1) after
+it, and at the end of each epoch (fairseq_cli/train.py: trainer.lr_step(epoch, valid_losses[0]))
+step(epoch, metric) then step_update(n). stretch's plateau state also goes through its checkpoint
+JSON into a fresh schedule at every epoch end (as a resume from checkpoint_last does).
 
 Per case, 40 updates: the lr of every update from stretch's LrSchedule (tests/optim optim_driver)
 must EQUAL fairseq's (the same double operations in the same order: Python's math.exp/log and
@@ -41,6 +44,28 @@ CASES = [
                                    "lr_shrink": 0.1}),
 ]
 
+# reduce_lr_on_plateau: (name, fields, updates per epoch, metric per epoch (None: no validation), the
+# fewest distinct lrs the case must show). Metrics are what fairseq passes: rounded to 3 digits.
+PLATEAU_CASES = [
+    # patience 0, threshold 1e-4: 4.9 after 4.9 is no improvement, nor 4.8996 (> 4.9·(1 − 1e-4) = 4.89951)
+    ("plateau_basic", {"kind": "reduce_lr_on_plateau", "lr": [0.1]}, 5,
+     [5.0, 4.9, 4.9, 4.8996, 4.5, 4.6, 4.4, 4.41], 4),
+    # warmup over 12 updates from 1e-4: the epochs ending at n = 4, 8, 12 do not step (n <= W);
+    # patience 2, shrink 0.5; epochs without validation only set last_epoch
+    ("plateau_warmup_patience", {"kind": "reduce_lr_on_plateau", "lr": [0.01], "warmup_updates": 12,
+                                 "warmup_init_lr": 1e-4, "lr_patience": 2, "lr_shrink": 0.5}, 4,
+     [9.0, 9.0, 9.0, 8.0, 8.5, None, 8.2, 8.1, 8.3, 8.0], 14),
+    # warmup from 0 (the default init with W > 0), ending mid-epoch
+    ("plateau_warmup_default_init", {"kind": "reduce_lr_on_plateau", "lr": [0.3], "warmup_updates": 6,
+                                     "lr_shrink": 0.25}, 4, [7.0, 7.0, 7.0, 6.0, 6.0, 6.5, 5.0, 5.0, 5.0, 5.0], 8),
+    # --maximize-best-checkpoint-metric: mode max, threshold 0.01 (better: > best·1.01)
+    ("plateau_maximize", {"kind": "reduce_lr_on_plateau", "lr": [1.0], "maximize": True, "lr_threshold": 0.01,
+                          "lr_shrink": 0.3}, 3, [1.0, 1.005, 1.02, 1.0, 2.0, 2.0, 2.01, 2.1, 2.1, 2.1, 2.1, 2.1, 2.1], 5),
+    # torch's eps 1e-8: 3e-8 -> 1.5e-8 is taken (difference 1.5e-8), 1.5e-8 -> 7.5e-9 is not
+    ("plateau_eps", {"kind": "reduce_lr_on_plateau", "lr": [3e-8], "lr_shrink": 0.5}, 4,
+     [3.0, 3.0, 3.0, 3.0, 3.0], 2),
+]
+
 
 def run_fairseq(fields):
     import argparse
@@ -66,14 +91,41 @@ def run_fairseq(fields):
     return lrs
 
 
-def run_stretch(driver, fields, workdir):
+def run_fairseq_plateau(fields, per_epoch, valid):
+    import argparse
+    import torch
+    from fairseq.optim.sgd import SGD
+    from fairseq.optim.lr_scheduler.reduce_lr_on_plateau import (ReduceLROnPlateauLRSchedule,
+                                                                  ReduceLROnPlateauLRScheduleConfig)
+    opt = SGD(argparse.Namespace(lr=list(fields["lr"]), momentum=0.0, weight_decay=0.0),
+              [torch.nn.Parameter(torch.zeros(3))])
+    f = {k: v for k, v in fields.items() if k not in ("kind", "maximize")}
+    f["maximize_best_checkpoint_metric"] = fields.get("maximize", False)
+    sched = ReduceLROnPlateauLRSchedule(ReduceLROnPlateauLRScheduleConfig(**f), opt)
+    sched.step_update(0)
+    lrs, n = [], 0
+    for epoch, metric in enumerate(valid, start=1):
+        for _ in range(per_epoch):
+            lrs.append(opt.get_lr())
+            n += 1
+            sched.step_update(n)
+        sched.step(epoch, metric)  # Trainer.lr_step(epoch, val_loss)
+        sched.step_update(n)
+    return lrs
+
+
+def run_stretch(driver, fields, workdir, epochs=None, valid=None):
     import numpy as np
-    case = {"optimizer": {"kind": "sgd"}, "schedule": fields, "epochs": [1] * STEPS,
+    epochs = epochs or [1] * STEPS
+    case = {"optimizer": {"kind": "sgd"}, "schedule": fields, "epochs": epochs,
             "params": [{"name": "w", "numel": 3}]}
+    if valid is not None:
+        case["valid"] = valid
+    steps = len(epochs)
     with open(os.path.join(workdir, "case.json"), "w") as f:
         json.dump(case, f)
     np.zeros(3, dtype="<f4").tofile(os.path.join(workdir, "init.f32"))
-    np.full(3 * STEPS, 0.5, dtype="<f4").tofile(os.path.join(workdir, "grads.f32"))
+    np.full(3 * steps, 0.5, dtype="<f4").tofile(os.path.join(workdir, "grads.f32"))
     subprocess.run([driver, workdir], check=True)
     return [float(x) for x in np.fromfile(os.path.join(workdir, "lrs.f64"), dtype="<f8")]
 
@@ -93,6 +145,20 @@ def inner(driver):
                 failures.append(f"{name}: lr of update {i + 1}: stretch {ours[i]!r}, fairseq {ref[i]!r}")
             if distinct < 5:
                 failures.append(f"{name}: only {distinct} distinct lrs: the case does not exercise the schedule")
+        for name, fields, per_epoch, valid, want_distinct in PLATEAU_CASES:
+            ref = run_fairseq_plateau(fields, per_epoch, valid)
+            epochs = [e for e in range(1, len(valid) + 1) for _ in range(per_epoch)]
+            ours = run_stretch(driver, fields, workdir, epochs, valid)
+            bad = [i for i in range(len(ref)) if ours[i] != ref[i]]
+            distinct = len(set(ref))
+            print(f"{'ok  ' if not bad else 'FAIL'} {name:26s} {len(ref)} lrs equal: {not bad} "
+                  f"({distinct} distinct, {min(ref):.4g} .. {max(ref):.4g})")
+            if bad:
+                i = bad[0]
+                failures.append(f"{name}: lr of update {i + 1}: stretch {ours[i]!r}, fairseq {ref[i]!r}")
+            if distinct < want_distinct:
+                failures.append(f"{name}: only {distinct} distinct lrs (want {want_distinct}): the case does not "
+                                "exercise the schedule")
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0
@@ -110,7 +176,7 @@ def main():
         [py, "-c", "import fairseq, numpy, torch"], capture_output=True).returncode == 0
     if not ok:
         oracle_skip.missing("fairseq", install="tests/fairseq/setup_fairseq.sh (makes " + venv + ")",
-                            detail="fairseq's TriStageLRSchedule and TriangularLRSchedule")
+                            detail="fairseq's TriStageLRSchedule, TriangularLRSchedule and ReduceLROnPlateauLRSchedule")
     return subprocess.run([py, os.path.abspath(__file__), driver, venv, "--inner"]).returncode
 
 

@@ -300,5 +300,61 @@ TEST(Triangular, RefusesWhatFairseqCannotRun) {
   EXPECT_NE(err(c).find("--warmup-updates is not a triangular flag"), std::string::npos) << err(c);
 }
 
+// reduce_lr_on_plateau by hand (torch's ReduceLROnPlateau rule): --lr 0.1, warmup 4 from 0.02
+// (step 0.02), patience 1, shrink 0.5, threshold 0.1 (better: < 0.9·best).
+TEST(ReduceLrOnPlateau, StepsByHand) {
+  LrSchedule s({.kind = SchedulerKind::ReduceLrOnPlateau, .lr = {0.1}, .warmup_updates = 4, .warmup_init_lr = 0.02,
+                .lr_shrink = 0.5, .lr_threshold = 0.1, .lr_patience = 1});
+  EXPECT_NEAR(s.lr_at(0), 0.02, kTight);
+  EXPECT_NEAR(s.lr_at(2), 0.06, kTight);
+  EXPECT_NEAR(s.lr_at(4), 0.1, kTight);
+  s.step_epoch(1, 5.0, 4);  // n = 4 = W: the warmup has not ended, only last_epoch moves
+  EXPECT_EQ(s.plateau().last_epoch, 1);
+  EXPECT_FALSE(s.plateau().has_best);
+  s.step_epoch(2, 5.0, 8);  // best = 5
+  EXPECT_EQ(s.plateau().best, 5.0);
+  EXPECT_EQ(s.plateau().last_epoch, 2);
+  s.step_epoch(3, 4.6, 12);  // 4.6 ≥ 4.5: bad 1 (≤ patience)
+  EXPECT_EQ(s.plateau().num_bad_epochs, 1);
+  EXPECT_NEAR(s.lr_at(12), 0.1, kTight);
+  s.step_epoch(4, std::nullopt, 16);  // no validation: nothing but last_epoch
+  EXPECT_EQ(s.plateau().num_bad_epochs, 1);
+  EXPECT_EQ(s.plateau().last_epoch, 4);
+  s.step_epoch(5, 4.7, 20);  // bad 2 > 1: 0.1 → 0.05, bad 0
+  EXPECT_NEAR(s.lr_at(20), 0.05, kTight);
+  EXPECT_EQ(s.plateau().num_bad_epochs, 0);
+  s.step_epoch(6, 4.4, 24);  // 4.4 < 4.5: best
+  EXPECT_EQ(s.plateau().best, 4.4);
+  EXPECT_NEAR(s.lr_at(100), 0.05, kTight);
+  // The state survives its JSON (the checkpoint's train_state "lr_plateau").
+  const PlateauState back = PlateauState::from_json(nlohmann::json::parse(s.plateau().to_json().dump()), "x");
+  EXPECT_EQ(back, s.plateau());
+  const PlateauState fresh = PlateauState::from_json(PlateauState{}.to_json(), "x");
+  EXPECT_TRUE(std::isnan(fresh.lr));
+  EXPECT_FALSE(fresh.has_best);
+}
+
+TEST(ReduceLrOnPlateau, RefusesBadFlagsAndState) {
+  auto err = [](SchedulerConfig c) { return error_of([&] { LrSchedule s(c); }); };
+  SchedulerConfig ok{.kind = SchedulerKind::ReduceLrOnPlateau, .lr = {0.1}};
+  EXPECT_EQ(err(ok), "(no error)");
+  SchedulerConfig c = ok;
+  c.lr_shrink = 1.0;
+  EXPECT_NE(err(c).find("--lr-shrink 1: must be in [0, 1)"), std::string::npos) << err(c);
+  c = ok;
+  c.lr_threshold = NAN;
+  EXPECT_NE(err(c).find("--lr-threshold"), std::string::npos) << err(c);
+  c = ok;
+  c.lr = {0.1, 0.2};
+  EXPECT_NE(err(c).find("--lr has 2 values"), std::string::npos) << err(c);
+  const std::string missing = error_of([] { PlateauState::from_json({{"lr", 0.1}}, "ck.pt"); });
+  EXPECT_NE(missing.find("ck.pt"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("'best'"), std::string::npos) << missing;
+  const std::string bad = error_of([] {
+    PlateauState::from_json({{"lr", -1.0}, {"best", nullptr}, {"num_bad_epochs", 0}, {"last_epoch", 0}}, "ck.pt");
+  });
+  EXPECT_NE(bad.find("impossible"), std::string::npos) << bad;
+}
+
 }  // namespace
 }  // namespace stretch::optim

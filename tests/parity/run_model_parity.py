@@ -11,6 +11,7 @@ right-padded with 3 pad tokens, dropout 0):
   <pos>-postnorm-tied    post-norm, output tied to the embedding    for each --pos
   sinusoidal-gelu-nofinalnorm-noscale   pre-norm without final norm, exact GELU, no √C scale
   alibi-gelu-nofinalnorm-noscale        the same with ALiBi
+  layernorm-embedding-*   --layernorm-embedding with alibi, sinusoidal post-norm tied, learned unscaled
   alibi-v-*   the ALiBi variants of issue 15 (VARIANTS below: slope list, groups, layer scale,
               learnable slopes with each shape, log/clipped shapes, slope warm-up at update 4 of 10,
               no-bias heads, hybrid stacks with rope/t5/none upper layers, and combinations)
@@ -87,6 +88,14 @@ def cases():
                                                decoder_input_dim=32, decoder_output_dim=32)
     out["learned-project-in"] = dict(BASE, pos="learned", decoder_normalize_before=True,
                                      share_decoder_input_output_embed=False, decoder_input_dim=24)
+    # --layernorm-embedding (decoder.layernorm_embedding after the scaled embedding + positions):
+    # with ALiBi (no positions), sinusoidal post-norm tied, learned positions without the √C scale.
+    out["layernorm-embedding-alibi"] = dict(BASE, pos="alibi", layernorm_embedding=True)
+    out["layernorm-embedding-sinusoidal-postnorm-tied"] = dict(BASE, pos="sinusoidal", layernorm_embedding=True,
+                                                              decoder_normalize_before=False,
+                                                              share_decoder_input_output_embed=True)
+    out["layernorm-embedding-learned-noscale"] = dict(BASE, pos="learned", layernorm_embedding=True,
+                                                      no_scale_embedding=True, max_target_positions=16)
     # Adaptive input + adaptive softmax (V 50, bands [0,12) [12,30) [30,50), factor 2: d 48, 24, 12),
     # pre-norm: tied tables and projections (the wiki103 layout), tied tables only, untied, and the
     # exact-NLL cross_entropy criterion; an adaptive softmax behind a plain embedding.

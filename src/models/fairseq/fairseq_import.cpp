@@ -66,8 +66,8 @@ const FamilyMapping kTransformerLmCommon = {
                "decoder_embed_dim", "decoder_output_dim", "decoder_input_dim", "decoder_ffn_embed_dim",
                "decoder_layers", "decoder_attention_heads", "decoder_normalize_before", "no_decoder_final_norm",
                "no_token_positional_embeddings", "share_decoder_input_output_embed", "decoder_learned_pos",
-               "no_scale_embedding", "tokens_per_sample", "max_target_positions", "max_tokens"},
-    .neutral = {{"character_embeddings", false},        {"layernorm_embedding", false},
+               "no_scale_embedding", "layernorm_embedding", "tokens_per_sample", "max_target_positions", "max_tokens"},
+    .neutral = {{"character_embeddings", false},
                 {"decoder_layers_to_keep", nullptr},    {"base_layers", 0},
                 {"scale_fc", false},                    {"scale_attn", false},
                 {"scale_heads", false},                 {"scale_resids", false},
@@ -387,6 +387,7 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
   c.no_decoder_final_norm = flag(m, "no_decoder_final_norm", false);
   c.share_decoder_input_output_embed = flag(m, "share_decoder_input_output_embed", false);
   c.no_scale_embedding = flag(m, "no_scale_embedding", false);
+  c.layernorm_embedding = flag(m, "layernorm_embedding", false);
   c.dropout = static_cast<float>(num(m, "dropout", 0.1));
   c.attention_dropout = static_cast<float>(num(m, "attention_dropout", 0.0));
   c.activation_dropout = static_cast<float>(num(m, "activation_dropout", num(m, "relu_dropout", 0.0)));
@@ -502,6 +503,13 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
     if (has("decoder.embed_positions.weight"))
       fail_input(path, "has decoder.embed_positions.weight but the config says no learned positions", kHint);
   }
+  if (c.layernorm_embedding)
+    for (const char* n : {"decoder.layernorm_embedding.weight", "decoder.layernorm_embedding.bias"}) {
+      Tensor w = take(n);  // [C]
+      if (w.shape() != Shape{C})
+        fail_input(path, std::string(n) + " is " + w.shape().str() + ", expected [" + std::to_string(C) + "]", kHint);
+      t.emplace_back(n, w);
+    }
   for (int64_t l = 0; l < c.decoder_layers; ++l) {
     const std::string p = "decoder.layers." + std::to_string(l) + ".";
     for (const char* n : {"self_attn.k_proj.weight", "self_attn.k_proj.bias", "self_attn.v_proj.weight",

@@ -49,6 +49,7 @@ struct TransformerLMConfig {
   bool no_decoder_final_norm = false;      // final LayerNorm after the last pre-norm block
   bool share_decoder_input_output_embed = false;
   bool no_scale_embedding = false;         // embed_scale = sqrt(C) unless set
+  bool layernorm_embedding = false;        // decoder.layernorm_embedding: LayerNorm after scale + positions, before dropout
   ops::Activation activation_fn = ops::Activation::Relu;
   PosMethod pos = PosMethod::Alibi;
   int64_t tokens_per_sample = 512;         // training block length L_train

@@ -90,6 +90,8 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
   if (c.pos == PosMethod::Learned)
     embed_positions_ =
         nn::Embedding::make(params_, "decoder.embed_positions.weight", c.max_target_positions + c.padding_idx + 1, C);
+  if (c.layernorm_embedding)  // fairseq registers it after embed_positions
+    layernorm_embedding_ = nn::LayerNorm::make(params_, "decoder.layernorm_embedding.", C);
   if (c.t5_anywhere()) {  // registered last (fairseq's order); the attention strategies hold it
     const Shape shape{c.t5_num_buckets, c.decoder_attention_heads};
     t5_table_ = Var(Tensor::zeros(shape), true);
@@ -154,6 +156,7 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
 ModelInfo TransformerLM::info() const {
   const auto& c = config_;
   std::string summary = c.arch + " pos=" + pos_method_name(c.pos);
+  if (c.layernorm_embedding) summary += " layernorm-embedding";
   if (c.input_dim() != c.decoder_embed_dim) summary += " input-dim=" + std::to_string(c.input_dim());
   if (c.has_project_out()) summary += " output-dim=" + std::to_string(c.output_dim());
   if (c.adaptive_input) summary += " adaptive-input=" + c.adaptive_input_cutoff;
@@ -188,6 +191,7 @@ void TransformerLM::init(uint64_t seed) {
     nn::init_normal(embed_positions_.weight, 0.f, emb_std, rng);
     std::fill_n(embed_positions_.weight.data() + c.padding_idx * C, C, 0.f);
   }
+  if (layernorm_embedding_.defined()) layernorm_embedding_.init();
   const float qkv_gain = 1.0f / std::sqrt(2.0f);
   for (auto& L : layers_) {
     auto& a = L.self_attn;
@@ -294,6 +298,7 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
   Var x = c.adaptive_input ? adaptive_input_(src, embed_scale) : embed_tokens_(src, embed_scale);  // [B, T, input]
   if (project_in_.weight.defined()) x = project_in_(x);                                             // [B, T, C]
   x = add_positions(x, src, pos_offset);
+  if (layernorm_embedding_.defined()) x = layernorm_embedding_(x);  // [B, T, C]
   x = dropout(x, {.p = train ? c.dropout : 0.f, .seed = opt.seed, .stream = dropout_stream(opt, -1, 0)});
   const int64_t T = src.dim(1);
   STRETCH_CHECK(opt.last_block_queries == 0 || (!autograd::grad_enabled() && !cache && !memory),
@@ -340,6 +345,7 @@ int64_t TransformerLM::parameter_count(const TransformerLMConfig& c) {
   if (c.has_project_in()) n += in * C;
   if (c.has_project_out()) n += C * out;
   if (c.pos == PosMethod::Learned) n += (c.max_target_positions + c.padding_idx + 1) * C;
+  if (c.layernorm_embedding) n += 2 * C;
   if (c.pos == PosMethod::T5) n += c.t5_num_buckets * c.decoder_attention_heads;
   // per block: q, k, v, out (weights + biases), two LayerNorms, fc1, fc2
   n += c.decoder_layers * (4 * (C * C + C) + 2 * 2 * C + (C * F + F) + (F * C + C));

@@ -71,6 +71,7 @@ class TransformerLM final : public LanguageModel {
   TransformerLMConfig config_;
   nn::ParameterList params_;
   nn::Embedding embed_tokens_, embed_positions_;
+  nn::LayerNorm layernorm_embedding_;  // --layernorm-embedding [C]
   nn::AdaptiveInput adaptive_input_;  // when config_.adaptive_input
   Var t5_table_;
   // One strategy per layer (ALiBi variants give each layer its own slopes; a hybrid stack's

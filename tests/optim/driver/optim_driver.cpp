@@ -10,7 +10,11 @@
 //                                     also max_update, lr_period_updates, warmup_steps, hold_steps,
 //                                     decay_steps, phase_ratio, init_lr_scale, final_lr_scale, max_lr,
 //                                     shrink_min: SchedulerConfig's fields)
+//                                     reduce_lr_on_plateau: lr_threshold, lr_patience, maximize)
 //                        "epochs": [1-based epoch of each step]   (step n+1 uses lr_at_epoch(n, epoch))
+//                        "valid": [metric or null, per epoch]   (reduce_lr_on_plateau: step_epoch(epoch,
+//                                  metric, n) after an epoch's last step; the state then goes through
+//                                  its checkpoint JSON into a fresh schedule, as a resume does)
 //   CASE_DIR/init.f32   initial values, params concatenated              [P] float32 LE
 //   CASE_DIR/grads.f32  grads of every step                              [steps, P]
 // Writes CASE_DIR/out.f32: the values after each step                    [steps, P]
@@ -19,6 +23,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -75,9 +81,23 @@ int main(int argc, char** argv) {
       if (s.contains("final_lr_scale")) sc.final_lr_scale = s["final_lr_scale"].get<double>();
       if (s.contains("max_lr")) sc.max_lr = s["max_lr"].get<double>();
       if (s.contains("shrink_min")) sc.shrink_min = s["shrink_min"].get<bool>();
-      const LrSchedule sched(sc);
+      if (s.contains("warmup_init_lr")) sc.warmup_init_lr = s["warmup_init_lr"].get<double>();
+      if (s.contains("lr_threshold")) sc.lr_threshold = s["lr_threshold"].get<double>();
+      if (s.contains("lr_patience")) sc.lr_patience = s["lr_patience"].get<int64_t>();
+      if (s.contains("maximize")) sc.maximize = s["maximize"].get<bool>();
+      auto sched = std::make_unique<LrSchedule>(sc);
       const auto epochs = c["epochs"].get<std::vector<int64_t>>();
-      for (size_t n = 0; n < epochs.size(); ++n) lrs.push_back(sched.lr_at_epoch(static_cast<int64_t>(n), epochs[n]));
+      for (size_t n = 0; n < epochs.size(); ++n) {
+        lrs.push_back(sched->lr_at_epoch(static_cast<int64_t>(n), epochs[n]));
+        const bool epoch_ends = n + 1 == epochs.size() || epochs[n + 1] != epochs[n];
+        if (!epoch_ends || !c.contains("valid")) continue;
+        const auto& v = c["valid"].at(static_cast<size_t>(epochs[n] - 1));
+        sched->step_epoch(epochs[n], v.is_null() ? std::nullopt : std::optional<double>(v.get<double>()),
+                          static_cast<int64_t>(n + 1));
+        const std::string saved = sched->plateau().to_json().dump();
+        sched = std::make_unique<LrSchedule>(sc);
+        sched->set_plateau(PlateauState::from_json(nlohmann::json::parse(saved), "plateau state"));
+      }
     } else {
       lrs = c["lrs"].get<std::vector<double>>();
     }

@@ -12,7 +12,7 @@ D head dim, F ffn dim, V vocab, L layers.
   load_checkpoint(path)               (cfg, raw tensors) with names and shapes validated
 
 Semantics (the contract): x = embed_scale * embed_tokens(src) (+ sinusoidal/learned positions
-from make_positions); pre-norm blocks r = x; x = r + attn(LN(x)); r = x; x = r + fc2(act(fc1(LN(x))))
+from make_positions) (then LN(x) with layernorm_embedding); pre-norm blocks r = x; x = r + attn(LN(x)); r = x; x = r + fc2(act(fc1(LN(x))))
 or post-norm x = LN(r + attn(x)), x = LN(r + ffn(x)); a final LN iff pre-norm and not
 no_decoder_final_norm; logits = x W_out^T (W_out = embed_tokens when tied). Attention: q =
 (x Wq^T + bq) D^-1/2, head h owns channels [hD, (h+1)D), score = q k^T + bias_h(i, j), causal and
@@ -79,6 +79,7 @@ class LMConfig:
     no_final_norm: bool = False
     share_io: bool = False
     no_scale_embedding: bool = False
+    layernorm_embedding: bool = False  # fairseq TransformerDecoder: LN after scale + positions, before dropout
     activation: str = "relu"
     tokens_per_sample: int = 0
     max_target_positions: int = 0
@@ -166,6 +167,7 @@ class LMConfig:
             no_final_norm=_as_bool("no_decoder_final_norm", g("no_decoder_final_norm", False)),
             share_io=_as_bool("share_decoder_input_output_embed", g("share_decoder_input_output_embed", False)),
             no_scale_embedding=_as_bool("no_scale_embedding", g("no_scale_embedding", False)),
+            layernorm_embedding=_as_bool("layernorm_embedding", g("layernorm_embedding", False)),
             activation=str(g("activation_fn", "relu")),
             tokens_per_sample=_as_int("tokens_per_sample", g("tokens_per_sample", 0)),
             max_target_positions=_as_int("max_target_positions",
@@ -232,6 +234,7 @@ class LMConfig:
             "decoder_ffn_embed_dim": self.ffn_dim, "decoder_attention_heads": self.heads,
             "decoder_normalize_before": self.normalize_before, "no_decoder_final_norm": self.no_final_norm,
             "share_decoder_input_output_embed": self.share_io, "no_scale_embedding": self.no_scale_embedding,
+            "layernorm_embedding": self.layernorm_embedding,
             "activation_fn": self.activation, "pos": self.pos, "tokens_per_sample": self.tokens_per_sample,
             "max_target_positions": self.max_target_positions, "vocab_size": self.vocab_size,
             "padding_idx": self.padding_idx, "t5_num_buckets": self.t5_num_buckets,
@@ -250,6 +253,9 @@ def param_shapes(cfg: LMConfig) -> dict:
         s["decoder.project_in_dim.weight"] = (C, cfg.in_dim)
     if cfg.pos == "learned":
         s["decoder.embed_positions.weight"] = (cfg.max_target_positions + cfg.padding_idx + 1, C)
+    if cfg.layernorm_embedding:
+        s["decoder.layernorm_embedding.weight"] = (C,)
+        s["decoder.layernorm_embedding.bias"] = (C,)
     if cfg.t5_anywhere:
         s["decoder.relative_attention_bias.weight"] = (cfg.t5_num_buckets, H)
     for n in range(cfg.layers):
@@ -333,6 +339,8 @@ def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor, update=None)
                                  f"({table.shape[0]} rows = max_target_positions + 2)",
                                  "use windows no longer than max_target_positions")
             x = x + F.embedding(pos, table, padding_idx=pad)
+    if cfg.layernorm_embedding:  # fairseq transformer_decoder.py: after the positions, before dropout
+        x = _layer_norm(p, "decoder.layernorm_embedding", x)
 
     causal = torch.ones(T, T, dtype=torch.bool).tril()  # [T, S] key j visible iff j <= i
     allowed = causal[None, None] & src.ne(pad)[:, None, None, :]  # [B, 1, T, S]
