@@ -1,10 +1,12 @@
 // models/roberta/config.cpp — the roberta field table, presets and checks.
 #include "models/roberta/config.h"
 
+#include <cmath>
 #include <set>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "models/transformer_lm/config.h"
 
 namespace stretch::models {
 
@@ -76,6 +78,7 @@ const std::vector<Field<RobertaConfig>>& RobertaConfig::fields() {
                    {.key = "alibi_learnable_slopes", .flag = "--alibi-learnable-slopes",
                     .help = "ALiBi: slopes are parameters (per layer, initialised from the rule)"}),
            std::function<bool(const C&)>([](const C& c) { return c.pos == EncoderPos::Alibi; })),
+      number(&C::alibi_slope_scale, {.key = "alibi_slope_scale", .role = R::Evaluation}),
       choice(&C::criterion, encoder_criterion_name, parse_encoder_criterion, {EncoderCriterion::MaskedLm},
              {.key = "criterion", .flag = "--criterion", .help = "masked_lm (roberta)", .role = R::Free}),
   };
@@ -105,6 +108,8 @@ void RobertaConfig::validate() const {
     need(p >= 0.f && p < 1.f, flag, key, std::to_string(p), "a probability in [0, 1)");
   need(!alibi_learnable_slopes || pos == EncoderPos::Alibi, "--alibi-learnable-slopes", "alibi_learnable_slopes",
        "true", "needs --pos alibi (this model has --pos " + std::string(encoder_pos_name(pos)) + ")");
+  need(alibi_slope_scale > 0.f && std::isfinite(alibi_slope_scale), "--alibi-interpolate", "alibi_slope_scale",
+       std::to_string(alibi_slope_scale), "must be a finite number > 0");
   if (vocab_size < 0) fail_usage("model config key 'vocab_size' is " + std::to_string(vocab_size) + ": must be >= 0");
 }
 
@@ -126,6 +131,15 @@ void RobertaConfig::apply_overrides(const nlohmann::json& j, const std::string& 
     if (ignored.count(it.key())) {
       log_once(LogLevel::Info, "model override '" + it.key() + "' has no effect in stretch (buffers are sized per call)");
       continue;
+    }
+    if (!is_key(it.key()) && TransformerLMConfig::is_key(it.key()) &&
+        (it.key().rfind("alibi_", 0) == 0 || it.key().rfind("pos_upper", 0) == 0)) {
+      const Field<TransformerLMConfig>* f = fields::find(TransformerLMConfig::fields(), it.key());
+      const std::string flag = f != nullptr && !f->spec.flag.empty() ? f->spec.flag : it.key();
+      fail_usage(flag + " (model config key '" + it.key() + "'): not supported by --arch " + j.value("arch", arch) +
+                     " (the roberta encoder: symmetric ALiBi with the paper's slopes; --alibi-learnable-slopes, "
+                     "and eval-lm --task masked_lm --alibi-interpolate)",
+                 "drop " + flag + ", or train a decoder (--arch transformer_lm*) where the ALiBi variants are flags");
     }
     if (!is_key(it.key()))
       fail_usage(source + ": unknown model config key '" + it.key() + "' for the roberta encoder",
