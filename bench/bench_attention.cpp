@@ -29,7 +29,8 @@
 // operator new), rss_MiB = peak resident set of the process during the benchmark. The CPU
 // column is process CPU time (all threads).
 //
-// Run: build/bench/bench_attention   (about 2–3 minutes on 2 cores; --benchmark_filter=… for parts)
+// Run: build/bench/bench_attention   (about 2–3 minutes on 2 cores without AlibiVariants, which
+// alone takes ~3.5 CPU-minutes on one thread: 7 rounds × 12 cases; --benchmark_filter=… for parts)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
