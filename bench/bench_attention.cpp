@@ -13,10 +13,13 @@
 //   Reference{Fwd,FwdBwd}/512  ref:: (naive loops in double): the oracle, for scale only.
 //   AlibiOverhead/T            fused fwd+bwd with ALiBi (learnable slopes) vs none, the two
 //                              interleaved call by call; counter alibi_over_none = median ratio.
-//   AlibiShapes/4096           fused fwd+bwd with each ALiBi bias shape (linear, log, clipped at
-//                              256), fixed and learnable slopes, interleaved call by call;
-//                              counters <shape>[_learn]_over_linear = median CPU-time ratio to
-//                              fixed linear ALiBi (issue 15: each shape within 5%).
+//   AlibiVariants/4096         fused fwd and fwd+bwd for each ALiBi variant (shapes linear, log,
+//                              clipped at 256; per-layer scale; slope groups; interpolated
+//                              slopes), fixed and learnable slopes, interleaved in rotated
+//                              rounds; counters <case>_fwd / <case>_fb = median CPU-time ratio
+//                              to fixed linear ALiBi, learn_cost_<case> = learnable / fixed
+//                              (issue 15: each shape within 5%; learnable adds only the
+//                              slope gradient's reduction).
 //   Long/32768                 fused forward, B = 1, H = 4, D = 64, ALiBi: peak resident set.
 // Counters: GFLOPs = useful causal FLOP rate per wall second (4·D per visible (i, j) forward,
 // 10·D backward: QKᵀ, P·V; recomputed QKᵀ, dO·Vᵀ, dV, dK, dQ), cpu_GFLOPs = the same per
@@ -26,7 +29,8 @@
 // operator new), rss_MiB = peak resident set of the process during the benchmark. The CPU
 // column is process CPU time (all threads).
 //
-// Run: build/bench/bench_attention   (about 2–3 minutes on 2 cores; --benchmark_filter=… for parts)
+// Run: build/bench/bench_attention   (about 2–3 minutes on 2 cores without AlibiVariants, which
+// alone takes ~3.5 CPU-minutes on one thread: 7 rounds × 12 cases; --benchmark_filter=… for parts)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -42,6 +46,8 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "models/transformer_lm/alibi_variants.h"
+#include "models/transformer_lm/config.h"
 #include "ops/alibi.h"
 #include "ops/attention.h"
 #include "ops/attention_tile.h"  // exp_row: the same vector exp for the baseline
@@ -59,20 +65,22 @@ void note_alloc(size_t n) {
 }
 }  // namespace
 
-void* operator new(size_t n) {
+// noinline: GCC 12 inlines these into std containers' (de)allocations in this file and then
+// warns (-Warray-bounds, -Wmismatched-new-delete) about the 16-byte header it cannot see.
+__attribute__((noinline)) void* operator new(size_t n) {
   void* p = std::malloc(n + 16);
   if (p == nullptr) throw std::bad_alloc();
   *static_cast<size_t*>(p) = n;
   note_alloc(n);
   return static_cast<char*>(p) + 16;
 }
-void operator delete(void* p) noexcept {
+__attribute__((noinline)) void operator delete(void* p) noexcept {
   if (p == nullptr) return;
   char* base = static_cast<char*>(p) - 16;
   g_heap_live.fetch_sub(static_cast<int64_t>(*reinterpret_cast<size_t*>(base)));
   std::free(base);
 }
-void operator delete(void* p, size_t) noexcept { operator delete(p); }
+__attribute__((noinline)) void operator delete(void* p, size_t) noexcept { operator delete(p); }
 
 namespace stretch::ops {
 namespace {
@@ -361,38 +369,97 @@ void BM_AlibiOverhead(benchmark::State& st) {
   st.counters["alibi_fixed_over_none"] = median(ratio_fixed);
 }
 
-// Each ALiBi shape (fixed and learnable slopes) against fixed linear ALiBi, interleaved call by
-// call; the counters are medians over iterations of the CPU-time ratio.
-void BM_AlibiShapes(benchmark::State& st) {
-  Inputs in(1, 8, st.range(0), 64);
-  struct Case {
-    const char* name;
-    AlibiShape shape;
-    bool learn;
+// The ALiBi variants of issue 15 against fixed linear ALiBi: each bias shape, the per-layer scale
+// (top layer of linear:0.5), slope groups (4:1,4:0.5), interpolated slopes (×0.25), each with fixed
+// and learnable slopes; forward and forward+backward timed separately. Slopes come from the
+// model's own functions (models::alibi_layer_slopes), never computed here. One round times every
+// (case, pass) once, in an order rotated by one case per round so that no case always follows
+// the same neighbour; the counters are medians over rounds of the CPU-time ratio to fixed linear
+// ALiBi of the same round: <case>_fwd, <case>_fb. learn_cost_<shape> = median of
+// fb(learnable)/fb(fixed) for that shape (what the slope gradient's reduction adds).
+struct VariantCase {
+  std::string name;
+  AlibiShape shape = AlibiShape::Linear;
+  std::vector<float> slopes{};  // [H]
+  float slope_scale = 1.f;
+  bool learn = false;
+};
+
+std::vector<VariantCase> variant_cases(int64_t H) {
+  auto slopes_of = [&](const std::string& groups, const std::string& layer_scale, int64_t layer) {
+    models::TransformerLMConfig c;
+    c.decoder_layers = 6, c.decoder_attention_heads = H;
+    c.alibi_slope_groups = groups, c.alibi_layer_scale = layer_scale;
+    models::validate_alibi_variants(c);
+    return models::alibi_layer_slopes(c)[static_cast<size_t>(layer)];
   };
-  const Case cases[] = {{"linear", AlibiShape::Linear, false}, {"log", AlibiShape::Log, false},
-                        {"clipped", AlibiShape::Clipped, false}, {"linear_learn", AlibiShape::Linear, true},
-                        {"log_learn", AlibiShape::Log, true}, {"clipped_learn", AlibiShape::Clipped, true}};
-  auto timed = [&](const Case& c) {
+  const std::vector<float> rule = slopes_of("", "", 0);
+  const std::vector<float> top = slopes_of("", "linear:0.5", 5);
+  const std::vector<float> groups = slopes_of(std::to_string(H / 2) + ":1," + std::to_string(H - H / 2) + ":0.5", "", 0);
+  std::vector<VariantCase> cases;
+  for (bool learn : {false, true}) {
+    const std::string sfx = learn ? "_learn" : "";
+    cases.push_back({"linear" + sfx, AlibiShape::Linear, rule, 1.f, learn});
+    cases.push_back({"log" + sfx, AlibiShape::Log, rule, 1.f, learn});
+    cases.push_back({"clipped" + sfx, AlibiShape::Clipped, rule, 1.f, learn});
+    cases.push_back({"layer_scale" + sfx, AlibiShape::Linear, top, 1.f, learn});
+    cases.push_back({"groups" + sfx, AlibiShape::Linear, groups, 1.f, learn});
+    cases.push_back({"interp" + sfx, AlibiShape::Linear, rule, 0.25f, learn});
+  }
+  return cases;  // cases[0] is the reference: fixed linear ALiBi with the rule's slopes
+}
+
+void BM_AlibiVariants(benchmark::State& st) {
+  Inputs in(1, 8, st.range(0), 64);
+  const std::vector<VariantCase> cases = variant_cases(in.H);
+  const size_t n = cases.size();
+  auto params = [&](const VariantCase& c) {
     AttentionParams p = in.params(Bias::Alibi);
+    p.alibi.slopes = c.slopes.data();
+    p.alibi.slope_scale = c.slope_scale;
     p.alibi.shape = c.shape;
     p.alibi.cap = 256.f;
+    return p;
+  };
+  auto time_fwd = [&](const VariantCase& c) {
+    const AttentionParams p = params(c);
+    const Stamp t0 = Stamp::now();
+    fused_fwd(in, p);
+    return t0.cpu_since();
+  };
+  auto time_fb = [&](const VariantCase& c) {
+    const AttentionParams p = params(c);
     const Stamp t0 = Stamp::now();
     fused_fwd(in, p);
     fused_bwd(in, p, c.learn ? in.dslopes.data() : nullptr);
     return t0.cpu_since();
   };
-  for (const Case& c : cases) timed(c);  // warm the pool and the tables
-  std::vector<std::vector<double>> ratio(std::size(cases));
+  for (const VariantCase& c : cases) time_fb(c);  // warm the pool and the tables
+  std::vector<std::vector<double>> fwd(n), fb(n);  // per case: ratio to cases[0] per round
+  size_t round = 0;
   for (auto _ : st) {
-    std::vector<double> t;
-    for (const Case& c : cases) t.push_back(timed(c));
-    for (size_t i = 1; i < t.size(); ++i) ratio[i].push_back(t[i] / t[0]);
+    std::vector<double> tf(n), tb(n);
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (k + round) % n;
+      tf[i] = time_fwd(cases[i]);
+      tb[i] = time_fb(cases[i]);
+    }
+    for (size_t i = 0; i < n; ++i) fwd[i].push_back(tf[i] / tf[0]), fb[i].push_back(tb[i] / tb[0]);
+    ++round;
   }
-  for (size_t i = 1; i < std::size(cases); ++i) {
-    std::vector<double> x = ratio[i];
+  auto median = [](std::vector<double> x) {
     std::sort(x.begin(), x.end());
-    st.counters[std::string(cases[i].name) + "_over_linear"] = x[x.size() / 2];
+    return x.size() % 2 == 1 ? x[x.size() / 2] : 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
+  };
+  for (size_t i = 1; i < n; ++i) {
+    st.counters[cases[i].name + "_fwd"] = median(fwd[i]);
+    st.counters[cases[i].name + "_fb"] = median(fb[i]);
+  }
+  const size_t half = n / 2;  // cases[half + i] is cases[i] with learnable slopes
+  for (size_t i = 0; i < half; ++i) {
+    std::vector<double> r;
+    for (size_t k = 0; k < fb[i].size(); ++k) r.push_back(fb[half + i][k] / fb[i][k]);
+    st.counters["learn_cost_" + cases[i].name] = median(r);
   }
 }
 
@@ -414,7 +481,7 @@ BENCHMARK(BM_MaterialisedFwdBwd)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark
 BENCHMARK(BM_ReferenceFwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_ReferenceFwdBwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_AlibiOverhead)->Arg(2048)->Iterations(15)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
-BENCHMARK(BM_AlibiShapes)->Arg(4096)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_AlibiVariants)->Arg(4096)->Iterations(7)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_Long)->Arg(32768)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "data/bptt_stream.h"
 #include "data/dictionary.h"
 #include "data/eval_windows.h"
+#include "eval/require_decoder.h"
 #include "tensor/pool.h"
 #include "train/lm_data.h"
 
@@ -412,12 +413,18 @@ nlohmann::json alibi_interpolation_overrides(const std::string& path, const nloh
   return o;
 }
 
+void require_decoder(const models::ModelInfo& info, const std::string& path, const std::string& tool) {
+  if (info.family == "roberta")
+    fail_usage(tool + ": " + path + " is a roberta encoder (--arch " + info.arch +
+                   "): it predicts masked tokens, not the next one",
+               "evaluate it with `stretch eval-lm ... --task masked_lm [--tokens-per-sample L]` (masked-token "
+               "perplexity at any length L)");
+}
+
 EvalLmSetup prepare_eval_lm(const EvalLmConfig& cfg) {
   EvalLmSetup s;
   s.model = load_eval_model(cfg.path, cfg.overrides, &s.file);
-  if (s.model->info().family == "roberta")
-    fail_usage(cfg.path + " is a roberta encoder: it predicts masked tokens, not the next one",
-               "evaluate it with `stretch eval-lm ... --task masked_lm` (masked-token perplexity)");
+  require_decoder(s.model->info(), cfg.path, "eval-lm");
   s.train_length = s.model->info().tokens_per_sample;
   if (cfg.alibi_interpolate) {
     const int64_t eval_length = cfg.options.tokens_per_sample > 0 ? cfg.options.tokens_per_sample : s.train_length;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "data/dictionary.h"
 #include "eval/eval_lm.h"
+#include "eval/require_decoder.h"
 
 namespace stretch::eval {
 
@@ -173,6 +174,7 @@ int run_generate(const GenerateConfig& c) {
   check_sampling_params(c.sampling);
   models::ModelFile ck;
   auto model = load_eval_model(c.path, c.overrides, &ck);
+  require_decoder(model->info(), c.path, "generate");
   const data::Dictionary dict = generation_dictionary(c, ck, model->info().vocab_size);
   // Each sample printed as soon as it is drawn (a long --nbest run shows its first ones at once).
   generate_samples(*model, dict, c, [](const std::string& s) { std::cout << s << "\n"; });

@@ -22,14 +22,22 @@ int run_masked_lm_eval(const EvalLmConfig& cfg) {
     fail_usage("word output (--output-word-probs, --output-word-stats, --post-process, --dump-nll) is for decoders",
                "--task masked_lm prints the masked-token loss only");
   if (o.num_shards > 1) fail_usage("--num-shards with --task masked_lm is not supported", "evaluate the whole split");
-  if (cfg.alibi_interpolate)
-    fail_usage("--alibi-interpolate with --task masked_lm is not supported", "evaluate without it");
   models::ModelFile ck;
   auto model = load_eval_model(cfg.path, cfg.overrides, &ck);
   const models::ModelInfo info = model->info();
   if (info.family != "roberta")
     fail_usage("--task masked_lm: " + cfg.path + " is a " + info.family + " model",
                "masked-token perplexity is for encoders (--arch roberta_*); evaluate decoders without --task");
+  // Position interpolation (arXiv:2310.13017) for the symmetric bias: slopes · L_train / L_eval.
+  double slope_scale = 1.0;
+  if (cfg.alibi_interpolate) {
+    const int64_t eval_length = o.tokens_per_sample > 0 ? o.tokens_per_sample : info.tokens_per_sample;
+    const nlohmann::json ov = alibi_interpolation_overrides(cfg.path, model->config_json(), cfg.overrides, eval_length);
+    slope_scale = ov.at("alibi_slope_scale").get<double>();
+    model = load_eval_model(cfg.path, ov, &ck);
+    std::printf("stretch | eval-lm | ALiBi position interpolation: slopes x %lld / %lld = %.6g\n",
+                static_cast<long long>(info.tokens_per_sample), static_cast<long long>(eval_length), slope_scale);
+  }
   const train::LmData data = train::open_masked_lm_data(cfg.data);
   if (data.vocab_size != info.vocab_size || !models::dictionary_matches(ck, data.dict_hash))
     fail_input(data.dict_path, "is not the dictionary the checkpoint " + cfg.path + " was trained with (" +
@@ -89,6 +97,7 @@ int run_masked_lm_eval(const EvalLmConfig& cfg) {
                         {"pos", config.value("pos", std::string("?"))},
                         {"forward_passes", passes},
                         {"seconds", seconds}};
+    if (cfg.alibi_interpolate) j["alibi_slope_scale"] = slope_scale;
     write_file_atomically(cfg.results_json, "the results (--results-json)", j.dump(2) + "\n");
   }
   return 0;

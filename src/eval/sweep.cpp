@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/progress_display.h"
+#include "eval/require_decoder.h"
 #include "eval/sweep_report.h"
 #include "train/checkpoint.h"
 #include "train/lm_data.h"
@@ -41,6 +42,7 @@ std::vector<SweepRow> sweep_table(const SweepConfig& cfg) {
   for (size_t i = 0; i < cfg.paths.size(); ++i) {
     models::ModelFile ck;
     auto model = load_eval_model(cfg.paths[i], nlohmann::json::object(), &ck);
+    require_decoder(model->info(), cfg.paths[i], "sweep");
     if (!models::dictionary_matches(ck, data.dict_hash) || model->info().vocab_size != data.vocab_size)
       fail_input(cfg.paths[i], "was trained with another dictionary than " + data.dict_path,
                  "sweep checkpoints trained on this data-bin");

@@ -41,21 +41,18 @@ BiasSetup bias_setup(const AttentionParams& p, bool learn) {
       bs.eval = p.bias == BiasPolicy::Alibi ? BiasEval::Linear : BiasEval::SymLinear;
       return bs;
     }
+    bs.eval = BiasEval::AlibiShaped;
+    bs.shape_f.resize(bs.rel_n);
+    for (int32_t x = 0; x < bs.rel_n; ++x) bs.shape_f[x] = static_cast<float>(alibi_f(p, alibi_dist(p, bs.rel_lo + x)));
+    return bs;
   } else {
     bs.n_params = learn ? p.t5.num_buckets : 0;
   }
   bs.eval = BiasEval::Table;
   bs.table.resize(static_cast<size_t>(p.h) * bs.rel_n);
   for (int32_t x = 0; x < bs.rel_n; ++x) {
-    const int64_t rel = bs.rel_lo + x;
-    if (is_alibi(p.bias)) {
-      const double f = alibi_f(p, alibi_dist(p, rel));
-      for (int64_t h = 0; h < p.h; ++h)
-        bs.table[h * bs.rel_n + x] = static_cast<float>(-static_cast<double>(bs.slope_eff[h]) * f);
-    } else {
-      const int bucket = t5_bucket(rel, p.t5.num_buckets, p.t5.max_distance, p.mask);
-      for (int64_t h = 0; h < p.h; ++h) bs.table[h * bs.rel_n + x] = p.t5.table[bucket * p.h + h];
-    }
+    const int bucket = t5_bucket(bs.rel_lo + x, p.t5.num_buckets, p.t5.max_distance, p.mask);
+    for (int64_t h = 0; h < p.h; ++h) bs.table[h * bs.rel_n + x] = p.t5.table[bucket * p.h + h];
   }
   return bs;
 }
@@ -80,6 +77,7 @@ void bias_reduce_grad(const BiasSetup& bs, const AttentionParams& p, int64_t h, 
       dtheta[0] += scale * acc.moment;
       return;
     case BiasEval::SymLinear:  // bias = −slope·scale·|rel|
+    case BiasEval::AlibiShaped:  // bias = −slope·scale·f(dist)
       dtheta[0] += -scale * acc.moment;
       return;
     case BiasEval::Table:
@@ -90,11 +88,7 @@ void bias_reduce_grad(const BiasSetup& bs, const AttentionParams& p, int64_t h, 
     for (int lane = 0; lane < kGradLanes; ++lane) gx += acc.g[static_cast<size_t>(lane) * bs.rel_n + x];
     if (gx == 0.f) continue;
     const int64_t rel = bs.rel_lo + x;
-    if (is_alibi(p.bias)) {
-      dtheta[0] += -scale * static_cast<double>(gx) * alibi_f(p, alibi_dist(p, rel));  // ∂bias/∂slope = −scale·f
-    } else {
-      dtheta[t5_bucket(rel, p.t5.num_buckets, p.t5.max_distance, p.mask)] += gx;  // ∂bias/∂table[bucket] = 1
-    }
+    dtheta[t5_bucket(rel, p.t5.num_buckets, p.t5.max_distance, p.mask)] += gx;  // ∂bias/∂table[bucket] = 1
   }
 }
 

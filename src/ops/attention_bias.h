@@ -3,12 +3,14 @@
 // asks a per-head evaluator for a contiguous run of keys: `ev(s, n, rel0, scale)` turns raw
 // dot products s[0..n) of one query row into scores scale·s[jj] + bias_h(rel0 + jj).
 // Evaluators are templates, so BiasEval::None costs nothing and linear ALiBi is one FMA;
-// shapes without a cheap closed form (ALiBi log/clipped, T5) read a per-head table over rel
-// built once per call (O(H·(S+T)) floats, never a T×S matrix).
+// the other ALiBi shapes (log, clipped) read f(dist(rel)) from one table over rel shared by
+// all heads (O(S+T) floats, built once per call) and are one load + one FMA, like linear;
+// T5 reads a per-head table over rel (O(H·(S+T)) floats, never a T×S matrix).
 // Learnable parameters: for each (b, h) the kernel hands every row of ∂L/∂score to the
-// evaluator's grad(): linear ALiBi keeps one moment Σ ∂L/∂score·rel (or ·|rel|), table
-// policies accumulate g_h[rel] = Σ_{(i,j): j−p_i=rel} ∂L/∂score_ij; bias_reduce_grad turns
-// that into ∂L/∂θ for the policy's per-head parameters θ (the slope; the T5 table column).
+// evaluator's grad(): every ALiBi shape keeps one moment Σ ∂L/∂score·f (linear: f = rel or
+// |rel|, computed; log/clipped: f from the shared table), T5 accumulates
+// g_h[rel] = Σ_{(i,j): j−p_i=rel} ∂L/∂score_ij; bias_reduce_grad turns that into ∂L/∂θ for
+// the policy's per-head parameters θ (the slope; the T5 table column).
 // A later policy with its own per-head parameter (Adaptive Span's z_h) adds an evaluator with
 // a grad() and a reduce rule here.
 #pragma once
@@ -20,12 +22,13 @@
 
 namespace stretch::ops::attn {
 
-enum class BiasEval : uint8_t { None, Linear, SymLinear, Table };
+enum class BiasEval : uint8_t { None, Linear, SymLinear, AlibiShaped, Table };
 
 struct BiasSetup {
   BiasEval eval = BiasEval::None;
-  std::vector<float> slope_eff;   // [H] slopes·slope_scale (Linear, SymLinear)
-  std::vector<float> table;       // [H, rel_n] bias_h(rel_lo + x) (Table)
+  std::vector<float> slope_eff;   // [H] slopes·slope_scale (every ALiBi evaluator)
+  std::vector<float> shape_f;     // [rel_n] f(dist(rel_lo + x)), the shape before −m'_h (AlibiShaped)
+  std::vector<float> table;       // [H, rel_n] bias_h(rel_lo + x) (Table: T5)
   int32_t rel_lo = 0;             // smallest rel the kernel evaluates: −(S − 1)
   int32_t rel_n = 0;              // rels −(S−1) .. T−1 (T−1 reached only by masked entries)
   int n_params = 0;               // learnable parameters per head with a gradient requested
@@ -36,7 +39,7 @@ struct BiasSetup {
 // it into the same buffer right away would stall on store-to-load forwarding.
 inline constexpr int kGradLanes = 4;
 struct BiasGrad {
-  double moment = 0.0;  // Linear / SymLinear: Σ ∂L/∂score · rel (or · |rel|)
+  double moment = 0.0;  // ALiBi: Σ ∂L/∂score · rel (Linear), · |rel| (SymLinear), · f (AlibiShaped)
   float* g = nullptr;   // Table: [kGradLanes, rel_n], zeroed per (b, h)
   int row = 0;          // rows seen, selects the lane of g
 };
@@ -91,6 +94,26 @@ struct EvalSymLinear {
     float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
     for (int jj = 0; jj < n; ++jj) sum += ds[jj] * std::fabs(static_cast<float>(rel0 + jj));
+    acc.moment += sum;
+  }
+};
+
+// −m'·f(dist) for ALiBi's log and clipped shapes (causal or symmetric: dist folded into f).
+struct EvalAlibiShaped {
+  float neg_m;
+  const float* f_at_rel0;  // shape_f indexed by rel directly
+  EvalAlibiShaped(const BiasSetup& bs, int64_t h)
+      : neg_m(-bs.slope_eff[h]), f_at_rel0(bs.shape_f.data() - bs.rel_lo) {}
+  void operator()(float* s, int n, int32_t rel0, float scale) const {
+    const float* f = f_at_rel0 + rel0;
+#pragma omp simd
+    for (int jj = 0; jj < n; ++jj) s[jj] = s[jj] * scale + neg_m * f[jj];
+  }
+  void grad(const float* ds, int n, int32_t rel0, BiasGrad& acc) const {
+    const float* f = f_at_rel0 + rel0;
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int jj = 0; jj < n; ++jj) sum += ds[jj] * f[jj];
     acc.moment += sum;
   }
 };

@@ -581,6 +581,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
     case BiasEval::None: return forward_run<attn::EvalNone>(g, bs, rs, sm, out, lse, q, k, v);
     case BiasEval::Linear: return forward_run<attn::EvalLinear>(g, bs, rs, sm, out, lse, q, k, v);
     case BiasEval::SymLinear: return forward_run<attn::EvalSymLinear>(g, bs, rs, sm, out, lse, q, k, v);
+    case BiasEval::AlibiShaped: return forward_run<attn::EvalAlibiShaped>(g, bs, rs, sm, out, lse, q, k, v);
     case BiasEval::Table: return forward_run<attn::EvalTable>(g, bs, rs, sm, out, lse, q, k, v);
   }
 }
@@ -600,6 +601,8 @@ void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& e
       return backward_run<attn::EvalLinear>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
     case BiasEval::SymLinear:
       return backward_run<attn::EvalSymLinear>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
+    case BiasEval::AlibiShaped:
+      return backward_run<attn::EvalAlibiShaped>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
     case BiasEval::Table:
       return backward_run<attn::EvalTable>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
   }

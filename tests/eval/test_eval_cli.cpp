@@ -407,6 +407,16 @@ TEST_F(EvalCli, AlibiVariantCheckpointEvaluatesWithoutFlags) {
   EXPECT_NEAR(read_json(json).at("nll_sum_nats").get<double>(), want.nll_sum, 1e-6 * want.nll_sum);
   const auto g = run_stretch("generate " + q(data_) + " --path " + q(path) + " --max-len 5 --threads 1");
   EXPECT_EQ(g.exit_code, 0) << g.output;
+  // sweep: the same number as eval-lm at L = 16, and an interpolated row at 32 (the variant's slopes x 0.5).
+  const std::string sdir = *dir_ / "variant-sweep";
+  const auto s = run_stretch("sweep " + q(data_) + " --path " + q(path) + " --lengths 16,32 --alibi-interpolate " +
+                             "--results-dir " + q(sdir) + " --threads 1");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  const auto sj = read_json(sdir + "/sweep.json");
+  ASSERT_EQ(sj.at("rows").size(), 2u);  // the variant and its +interp row
+  const double ppl16 = read_json(json).at("ppl").get<double>();
+  EXPECT_NEAR(sj.at("rows")[0].at("cells")[0].at("ppl").get<double>(), ppl16, 1e-9 * ppl16);
+  EXPECT_NE(sj.at("rows")[1].at("cells")[1].at("ppl"), sj.at("rows")[0].at("cells")[1].at("ppl"));
 }
 
 }  // namespace

@@ -64,6 +64,14 @@ TEST(Roberta, BadConfigsNameTheFlag) {
   EXPECT_NE(e.find("--encoder-attention-heads 3"), std::string::npos) << e;
   e = error_of([] { tiny({{"decoder_layers", 3}}); });
   EXPECT_NE(e.find("unknown model config key 'decoder_layers'"), std::string::npos) << e;
+  // The transformer_lm family's ALiBi variants are refused naming their flag and the arch.
+  e = error_of([] { tiny({{"alibi_shape", "log"}}); });
+  EXPECT_NE(e.find("--alibi-shape (model config key 'alibi_shape'): not supported by --arch roberta_tiny"),
+            std::string::npos) << e;
+  e = error_of([] { tiny({{"pos_upper", "rope"}}); });
+  EXPECT_NE(e.find("--pos-upper"), std::string::npos) << e;
+  e = err({{"alibi_slope_scale", 0.0}});
+  EXPECT_NE(e.find("alibi_slope_scale"), std::string::npos) << e;
   e = error_of([] { tiny({{"criterion", "cross_entropy"}}); });
   EXPECT_NE(e.find("--criterion cross_entropy"), std::string::npos) << e;
   // The shared --criterion flag accepts masked_lm (the choices of every family).
@@ -111,6 +119,35 @@ TEST(Roberta, AttentionIsBidirectionalAndPadKeysAreInvisible) {
     const Tensor shorter = m->features(tokens({5, 6, 7}, 1), {}).value();
     for (int64_t i = 0; i < 3 * 16; ++i) EXPECT_NEAR(padded.f32()[i], shorter.f32()[i], 1e-5f) << pos << " " << i;
   }
+}
+
+// Position interpolation for the symmetric bias: alibi_slope_scale 0.5 (what eval-lm --task
+// masked_lm --alibi-interpolate sets at 2 L_train) computes what a model whose (learnable) slopes
+// are set to the rule's halves computes (2 heads: 2^-4, 2^-8 -> 2^-5, 2^-9), and differs from 1.
+TEST(Roberta, InterpolationScaleEqualsHalvedSlopes) {
+  autograd::NoGradGuard no_grad;
+  auto scaled = build_model(tiny({{"alibi_slope_scale", 0.5}}));
+  auto halved = build_model(tiny({{"alibi_learnable_slopes", true}}));
+  auto plain = build_model(tiny());
+  for (auto* m : {scaled.get(), halved.get(), plain.get()}) m->init(4);
+  int set = 0;
+  for (auto& [name, var] : halved->params().items())
+    if (name.find("alibi_slopes") != std::string::npos) {
+      ASSERT_EQ(var.numel(), 2);
+      var.data()[0] = 0.03125f, var.data()[1] = 0.001953125f, ++set;
+    }
+  ASSERT_EQ(set, 2);  // one [H] per layer
+  const Tensor src = tokens({5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, 1);
+  const Tensor a = scaled->features(src, {.mode = Mode::Eval}).value();
+  const Tensor b = halved->features(src, {.mode = Mode::Eval}).value();
+  const Tensor c = plain->features(src, {.mode = Mode::Eval}).value();
+  double diff = 0, plain_diff = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(a.f32()[i] - b.f32()[i])));
+    plain_diff = std::max(plain_diff, static_cast<double>(std::fabs(a.f32()[i] - c.f32()[i])));
+  }
+  EXPECT_LE(diff, 1e-5);
+  EXPECT_GT(plain_diff, 1e-4);
 }
 
 // loss() scores the rows whose target is not pad, and only those: the summed −log softmax of the

@@ -90,6 +90,10 @@ std::vector<AttnCase> cases() {
        .learn = Learn::Yes});
   add({.name = "sym_log_bidir", .b = 1, .h = 2, .t = 30, .s = 45, .d = 8, .mask = kBidir, .bias = BP::AlibiSym,
        .shape = AS::Log, .learn = Learn::Yes});
+  add({.name = "sym_clipped_scaled_bidir", .b = 2, .h = 3, .t = 70, .s = 70, .d = 8, .mask = kBidir,
+       .bias = BP::AlibiSym, .shape = AS::Clipped, .cap = 7.f, .slope_scale = 0.5f, .learn = Learn::Yes});
+  add({.name = "alibi_log_scaled_s_gt_t", .b = 2, .h = 5, .t = 67, .s = 131, .d = 16, .bias = BP::Alibi,
+       .shape = AS::Log, .slope_scale = 0.25f, .learn = Learn::Yes});
   // T5 bias (causal = unidirectional buckets, bidirectional = bidirectional buckets).
   add({.name = "t5_causal", .b = 1, .h = 4, .t = 150, .s = 150, .d = 16, .bias = BP::T5, .learn = Learn::Yes});
   add({.name = "t5_small_buckets", .b = 2, .h = 3, .t = 40, .s = 50, .d = 8, .bias = BP::T5, .num_buckets = 8,

@@ -14,7 +14,8 @@ right-padded with 3 pad tokens, dropout 0):
   layernorm-embedding-*   --layernorm-embedding with alibi, sinusoidal post-norm tied, learned unscaled
   alibi-v-*   the ALiBi variants of issue 15 (VARIANTS below: slope list, groups, layer scale,
               learnable slopes with each shape, log/clipped shapes, slope warm-up at update 4 of 10,
-              no-bias heads, hybrid stacks with rope/t5/none upper layers, and combinations)
+              no-bias heads, hybrid stacks with rope/t5/none upper layers, interpolated slopes,
+              and combinations)
 
 Exit status: 0 every case passes; 1 some case fails (its failure table is printed); 2 bad usage
 or the dump tool failed; 77 torch is not importable (CTest: skipped; 1 under CI=true, tests/oracle_skip.py).
@@ -61,6 +62,9 @@ VARIANTS = {
     "alibi-v-hybrid-rope": {"pos_upper": "rope", "pos_upper_from_layer": 1},
     "alibi-v-hybrid-t5": {"pos_upper": "t5", "pos_upper_from_layer": 1},
     "alibi-v-hybrid-none": {"pos_upper": "none", "pos_upper_from_layer": 1},
+    # Position interpolation (what eval-lm/sweep --alibi-interpolate set at 4 L_train) on learnable
+    # log-shaped slopes: the slopes' gradient carries the scale.
+    "alibi-v-interp-learnable-log": {"alibi_slope_scale": 0.25, "alibi_learnable_slopes": True, "alibi_shape": "log"},
     "alibi-v-combo": {"alibi_slope_groups": "3:1,3:0.5", "alibi_layer_scale": "linear:0.5",
                       "alibi_learnable_slopes": True, "alibi_shape": "clipped", "alibi_clip_distance": 7,
                       "decoder_layers": 3, "pos_upper": "t5", "pos_upper_from_layer": 2},

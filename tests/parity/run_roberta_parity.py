@@ -7,7 +7,7 @@ float64 oracle.
 usage: run_roberta_parity.py --dump-tool PATH [--case NAME ...] [--list]
 Cases (2 layers, C 48, H 6 — not a power of two —, F 96, V 50, B 3, T 16, the last row right-padded
 with 3 pads, dropout 0): alibi (symmetric), alibi-learnable (learnable slopes: their gradient too),
-alibi-prenorm, sinusoidal, learned, none, alibi-relu. The alibi case must also FAIL against an
+alibi-prenorm, sinusoidal, learned, none, alibi-relu, alibi-learnable-interp (slopes x 0.5). The alibi case must also FAIL against an
 oracle without the bias (else the driver fails: the bias would have no effect).
 Exit status: 0 all pass; 1 a case fails; 2 bad usage or the dump tool failed; 77 no torch.
 """
@@ -39,6 +39,9 @@ CASES = {
     "learned": {"pos": "learned"},
     "none": {"pos": "none"},
     "alibi-relu": {"pos": "alibi", "activation_fn": "relu"},
+    # Position interpolation (eval-lm --task masked_lm --alibi-interpolate at 2 L_train): the
+    # learnable slopes' gradient carries the scale.
+    "alibi-learnable-interp": {"pos": "alibi", "alibi_learnable_slopes": True, "alibi_slope_scale": 0.5},
 }
 
 

@@ -147,6 +147,13 @@ TEST(MaskedLm, TrainRefusesATaskThatDoesNotFitTheFamily) {
                                      "--save-dir", dir / "ck"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--mask-prob 1.5"), std::string::npos) << r.err;
+  // The decoder's ALiBi variants are refused for the encoder, naming the flag and the arch.
+  r = testing::run_stretch({"train", data, "--task", "masked_lm", "--arch", "roberta_tiny", "--alibi-shape", "log",
+                            "--max-tokens", "256", "--tokens-per-sample", "16", "--max-update", "1",
+                            "--save-dir", dir / "ck"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--alibi-shape (model config key 'alibi_shape'): not supported by --arch roberta_tiny"),
+            std::string::npos) << r.err;
 }
 
 // A short run learns: the masked-token validation loss falls by more than 0.25 bits between the
@@ -180,6 +187,28 @@ TEST(MaskedLm, ShortTrainingRunLearns) {
   e = testing::run_stretch({"eval-lm", data, "--path", ck, "--task", "masked_lm", "--gen-subset", "valid",
                             "--tokens-per-sample", "64", "--log-format", "none"});
   EXPECT_EQ(e.exit_code, 0) << e.err;
+  // --alibi-interpolate at 2 L_train: slopes x 32 / 64, the numbers of --model-overrides
+  // alibi_slope_scale 0.5 (the same model by another route) and not those without it.
+  auto masked64 = [&](std::vector<std::string> extra, const std::string& json) {
+    std::vector<std::string> a = {"eval-lm", data, "--path", ck, "--task", "masked_lm", "--gen-subset", "valid",
+                                  "--tokens-per-sample", "64", "--log-format", "none", "--results-json", json};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return testing::run_stretch(a);
+  };
+  e = masked64({"--alibi-interpolate"}, dir / "i64.json");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(e.out.find("ALiBi position interpolation: slopes x 32 / 64 = 0.5"), std::string::npos) << e.out;
+  const nlohmann::json i64 = nlohmann::json::parse(stretch::testing::read_file(dir / "i64.json"));
+  EXPECT_EQ(i64.at("alibi_slope_scale").get<double>(), 0.5);
+  ASSERT_EQ(masked64({"--model-overrides", "{'alibi_slope_scale': 0.5}"}, dir / "o64.json").exit_code, 0);
+  ASSERT_EQ(masked64({}, dir / "p64.json").exit_code, 0);
+  const nlohmann::json o64 = nlohmann::json::parse(stretch::testing::read_file(dir / "o64.json"));
+  const nlohmann::json p64 = nlohmann::json::parse(stretch::testing::read_file(dir / "p64.json"));
+  EXPECT_EQ(i64.at("nll_sum_nats").get<double>(), o64.at("nll_sum_nats").get<double>());
+  EXPECT_NE(i64.at("nll_sum_nats").get<double>(), p64.at("nll_sum_nats").get<double>());
+  e = masked64({"--alibi-interpolate", "--model-overrides", "{'alibi_slope_scale': 0.5}"}, dir / "x.json");
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.err.find("--alibi-interpolate and --model-overrides alibi_slope_scale"), std::string::npos) << e.err;
   // A decoder's protocol on an encoder, and decoder-only options, are usage errors.
   e = testing::run_stretch({"eval-lm", data, "--path", ck});
   EXPECT_EQ(e.exit_code, 2);
@@ -187,6 +216,14 @@ TEST(MaskedLm, ShortTrainingRunLearns) {
   e = testing::run_stretch({"eval-lm", data, "--path", ck, "--task", "masked_lm", "--context-window", "8"});
   EXPECT_EQ(e.exit_code, 2);
   EXPECT_NE(e.err.find("--context-window"), std::string::npos) << e.err;
+  // sweep and generate score or sample the next token: an encoder is refused by name, not as a
+  // dictionary mismatch (its vocabulary has <mask> appended).
+  e = testing::run_stretch({"sweep", data, "--path", ck, "--lengths", "32,64", "--results-dir", dir / "sw"});
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.err.find("sweep: " + ck + " is a roberta encoder (--arch roberta_tiny)"), std::string::npos) << e.err;
+  e = testing::run_stretch({"generate", data, "--path", ck, "--max-len", "4"});
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.err.find("generate: " + ck + " is a roberta encoder"), std::string::npos) << e.err;
 }
 
 }  // namespace

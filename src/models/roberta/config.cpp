@@ -1,8 +1,11 @@
 // models/roberta/config.cpp — the roberta field table, presets and checks.
 #include "models/roberta/config.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "models/apply_model_config.h"
+#include "models/transformer_lm/config.h"
 
 namespace stretch::models {
 
@@ -74,6 +77,7 @@ const std::vector<Field<RobertaConfig>>& RobertaConfig::fields() {
                    {.key = "alibi_learnable_slopes", .flag = "--alibi-learnable-slopes",
                     .help = "ALiBi: slopes are parameters (per layer, initialised from the rule)"}),
            std::function<bool(const C&)>([](const C& c) { return c.pos == EncoderPos::Alibi; })),
+      number(&C::alibi_slope_scale, {.key = "alibi_slope_scale", .role = R::Evaluation}),
       choice(&C::criterion, encoder_criterion_name, parse_encoder_criterion, {EncoderCriterion::MaskedLm},
              {.key = "criterion", .flag = "--criterion", .help = "masked_lm (roberta)", .role = R::Free}),
   };
@@ -103,6 +107,8 @@ void RobertaConfig::validate() const {
     need(p >= 0.f && p < 1.f, flag, key, std::to_string(p), "a probability in [0, 1)");
   need(!alibi_learnable_slopes || pos == EncoderPos::Alibi, "--alibi-learnable-slopes", "alibi_learnable_slopes",
        "true", "needs --pos alibi (this model has --pos " + std::string(encoder_pos_name(pos)) + ")");
+  need(alibi_slope_scale > 0.f && std::isfinite(alibi_slope_scale), "--alibi-interpolate", "alibi_slope_scale",
+       std::to_string(alibi_slope_scale), "must be a finite number > 0");
   if (vocab_size < 0) fail_usage("model config key 'vocab_size' is " + std::to_string(vocab_size) + ": must be >= 0");
 }
 
@@ -117,6 +123,19 @@ RobertaConfig RobertaConfig::from_json(const nlohmann::json& j) {
 bool RobertaConfig::is_key(const std::string& key) { return fields::find(fields(), key) != nullptr; }
 
 void RobertaConfig::apply_overrides(const nlohmann::json& j, const std::string& source) {
+  // The decoder's ALiBi variant keys name their flag: the encoder has only symmetric ALiBi.
+  if (j.is_object())
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (is_key(it.key()) || !TransformerLMConfig::is_key(it.key()) ||
+          !(it.key().rfind("alibi_", 0) == 0 || it.key().rfind("pos_upper", 0) == 0))
+        continue;
+      const Field<TransformerLMConfig>* f = fields::find(TransformerLMConfig::fields(), it.key());
+      const std::string flag = f != nullptr && !f->spec.flag.empty() ? f->spec.flag : it.key();
+      fail_usage(flag + " (model config key '" + it.key() + "'): not supported by --arch " + j.value("arch", arch) +
+                     " (the roberta encoder: symmetric ALiBi with the paper's slopes; --alibi-learnable-slopes, "
+                     "and eval-lm --task masked_lm --alibi-interpolate)",
+                 "drop " + flag + ", or train a decoder (--arch transformer_lm*) where the ALiBi variants are flags");
+    }
   fields::apply_model_config(
       fields(), *this, j, source,
       [](const std::string& key) { return "unknown model config key '" + key + "' for the roberta encoder"; },

@@ -6,7 +6,10 @@
 // flag of the other family, so the command line stays one set of flags. Positions: alibi is
 // symmetric ALiBi −m_h·|i − j| (the paper's slopes for H heads, ops::alibi_slopes) with every key
 // visible; sinusoidal / learned (fairseq's padding-offset positions, table max_positions + pad + 1
-// rows) / none are the baselines. Unknown keys are usage errors naming the key.
+// rows) / none are the baselines; alibi_slope_scale (evaluation only) is what eval-lm --task
+// masked_lm --alibi-interpolate sets. Unknown keys are usage errors naming the key; the ALiBi
+// variant keys of the transformer_lm family (alibi_shape, alibi_slopes, pos_upper, ...) are
+// refused naming their flag and the arch.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -42,6 +45,7 @@ struct RobertaConfig {
   float attention_dropout = 0.1f;
   float activation_dropout = 0.0f;
   bool alibi_learnable_slopes = false;    // slopes are encoder.sentence_encoder.layers.N.self_attn.alibi_slopes [H]
+  float alibi_slope_scale = 1.0f;         // position interpolation at evaluation: slopes · L_train / L_eval
   EncoderCriterion criterion = EncoderCriterion::MaskedLm;  // fairseq's masked_lm criterion (the only one)
 
   int64_t head_dim() const { return encoder_embed_dim / encoder_attention_heads; }

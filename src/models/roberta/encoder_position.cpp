@@ -7,6 +7,7 @@ void SymmetricAlibi::set_bias(autograd::AttentionInputs& in) const {
   in.mask = ops::AttentionMask::Bidirectional;
   in.bias = ops::BiasPolicy::AlibiSym;
   in.slopes = slopes_;
+  in.slope_scale = slope_scale_;
 }
 
 void BidirectionalNoBias::set_bias(autograd::AttentionInputs& in) const {

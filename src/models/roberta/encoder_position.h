@@ -9,11 +9,13 @@ namespace stretch::models {
 
 class SymmetricAlibi final : public nn::AttentionPosition {
  public:
-  explicit SymmetricAlibi(autograd::Var slopes) : slopes_(std::move(slopes)) {}  // [H]
+  // slopes [H]; slope_scale: position interpolation (L_train / L_eval, 1 in training).
+  SymmetricAlibi(autograd::Var slopes, float slope_scale) : slopes_(std::move(slopes)), slope_scale_(slope_scale) {}
   void set_bias(autograd::AttentionInputs& in) const override;
 
  private:
   autograd::Var slopes_;
+  float slope_scale_ = 1.f;
 };
 
 class BidirectionalNoBias final : public nn::AttentionPosition {

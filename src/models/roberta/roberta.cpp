@@ -31,7 +31,7 @@ RobertaEncoder::RobertaEncoder(RobertaConfig config) : config_(std::move(config)
     if (c.pos == EncoderPos::Alibi) {
       Var m = alibi_slopes_var(H, c.alibi_learnable_slopes);  // [H] the paper's slopes (ops::alibi_slopes)
       if (c.alibi_learnable_slopes) slopes_.push_back(m);
-      positions_.push_back(std::make_unique<SymmetricAlibi>(m));
+      positions_.push_back(std::make_unique<SymmetricAlibi>(m, c.alibi_slope_scale));
     } else {
       positions_.push_back(std::make_unique<BidirectionalNoBias>());
     }

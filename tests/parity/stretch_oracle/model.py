@@ -126,6 +126,7 @@ class LMConfig:
     alibi_clip_distance: int = 0
     alibi_slope_warmup_updates: int = 0
     alibi_slope_warmup_init: float = 0.1
+    alibi_slope_scale: float = 1.0  # position interpolation (eval-lm --alibi-interpolate): slopes x L_train / L_eval
     pos_upper: str = "same"
     pos_upper_from_layer: int = 0
 
@@ -198,6 +199,7 @@ class LMConfig:
             alibi_clip_distance=_as_int("alibi_clip_distance", g("alibi_clip_distance", 0)),
             alibi_slope_warmup_updates=_as_int("alibi_slope_warmup_updates", g("alibi_slope_warmup_updates", 0)),
             alibi_slope_warmup_init=_as_float("alibi_slope_warmup_init", g("alibi_slope_warmup_init", 0.1)),
+            alibi_slope_scale=_as_float("alibi_slope_scale", g("alibi_slope_scale", 1.0)),
             pos_upper=str(g("pos_upper", "same")),
             pos_upper_from_layer=_as_int("pos_upper_from_layer", g("pos_upper_from_layer", 0)),
         )
@@ -351,7 +353,7 @@ def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor, update=None)
         if pos == "alibi":
             name = f"decoder.layers.{n}.self_attn.alibi_slopes"
             m = p[name] if name in p else torch.tensor(AV.layer_slopes(cfg)[n], dtype=dtype)
-            factor = 1.0 if update is None else AV.warmup_factor(cfg, update)
+            factor = (1.0 if update is None else AV.warmup_factor(cfg, update)) * cfg.alibi_slope_scale
             return AV.bias(m, T, cfg.alibi_shape, cfg.alibi_clip_distance, factor), None
         if pos == "t5":
             return P.t5_bias(p["decoder.relative_attention_bias.weight"], T, cfg.t5_num_buckets,

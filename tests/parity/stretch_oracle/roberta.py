@@ -64,6 +64,7 @@ def _attention(cfg, p, layer, x, key_pad):
             m = p[name + "alibi_slopes"]
         else:
             m = torch.tensor(alibi_slopes(H), dtype=torch.float32).to(x.dtype)  # stored as float32, as the model
+        m = m * float(cfg.get("alibi_slope_scale", 1.0))  # position interpolation (eval-lm --alibi-interpolate)
         i = torch.arange(T, dtype=x.dtype)
         dist = (i[:, None] - i[None, :]).abs()  # |i - j|
         s = s - m[:, None, None] * dist[None]
