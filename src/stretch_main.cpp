@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/config_file.h"
+#include "cli/model_flags.h"
 #include "cli/usage_check.h"
 #include "cli/subcommand_name.h"
 #include "core/error.h"
@@ -53,12 +54,15 @@ int main(int argc, char** argv) {
     e.add(*sub, commands.back().second);
   }
 
+  // `--adapt-span-layer True` (fairseq's spelling with a value) → `--adapt-span-layer=true`.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  join_boolean_flag_values(args);
   // Every unknown flag and stray argument at once, in command-line order (cli/usage_check.h),
   // before CLI11 stops at the first problem it meets.
   if (argc > 1)
     for (auto& [sub, run] : commands)
       if (sub->get_name() == argv[1]) {
-        if (auto report = unknown_arguments_report(*sub, std::vector<std::string>(argv + 2, argv + argc))) {
+        if (auto report = unknown_arguments_report(*sub, std::vector<std::string>(args.begin() + 1, args.end()))) {
           std::cerr << "stretch: error: " << *report << "\n";
           return 2;
         }
@@ -70,9 +74,9 @@ int main(int argc, char** argv) {
       for (const auto& e : entries) names.emplace_back(e.name);
       check_subcommand_name(argv[1], names);
     }
-    app.parse(argc, argv);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes a vector last-first
+    app.parse(reversed);
     // A subcommand's --config FILE: parse again with the file's values (cli/config_file.h).
-    std::vector<std::string> args(argv + 1, argv + argc);
     if (auto again = json_config_arguments(app, args)) {
       std::reverse(again->begin(), again->end());  // CLI11 takes a vector of arguments last-first
       app.clear();

@@ -26,8 +26,13 @@ void add_export_fairseq(CLI::App& sub, Runner& run) {
       fail_usage("--out " + o->out + " is the model being exported", "write the .pt elsewhere");
     auto model = models::load_model(o->in, nlohmann::json::object(), models::OverrideUse::Evaluation);
     models::export_fairseq(*model, o->out);
-    std::cout << "export-fairseq | wrote " << o->out << " (fairseq transformer_lm, args Namespace; evaluate with "
-              << "fairseq-eval-lm DATA --path " << o->out << ")\n";
+    if (model->info().family == "adaptive_span")
+      std::cout << "export-fairseq | wrote " << o->out << " (fairseq examples/adaptive_span, args Namespace; evaluate "
+                << "with fairseq-eval-lm DATA --path " << o->out << " --user-dir examples/adaptive_span --task "
+                << "truncated_bptt_lm --batch-size 8 --tokens-per-sample " << model->info().tokens_per_sample << ")\n";
+    else
+      std::cout << "export-fairseq | wrote " << o->out << " (fairseq transformer_lm, args Namespace; evaluate with "
+                << "fairseq-eval-lm DATA --path " << o->out << ")\n";
     return 0;
   };
 }

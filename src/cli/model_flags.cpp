@@ -95,6 +95,32 @@ void add_model_flags(CLI::App& sub, ModelFlags& f) {
   });
 }
 
+void join_boolean_flag_values(std::vector<std::string>& args) {
+  std::set<std::string> flags;
+  for (const auto& spec : models::model_fields())
+    if (spec.kind == models::FieldKind::Bool && !spec.flag.empty()) {
+      std::string names = spec.flag;  // "--a,--b"
+      for (size_t start = 0; start <= names.size();) {
+        const size_t comma = names.find(',', start);
+        flags.insert(names.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
+  static const std::set<std::string> values = {"True", "False", "true", "false", "1", "0"};
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (flags.count(args[i]) && i + 1 < args.size() && values.count(args[i + 1])) {
+      const std::string& v = args[i + 1];
+      out.push_back(args[i] + "=" + (v == "True" || v == "true" || v == "1" ? "true" : "false"));
+      ++i;
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  args = std::move(out);
+}
+
 nlohmann::json ModelFlags::resolve(int64_t tokens_per_sample) const {
   nlohmann::json g = given;
   if (post_norm) g["decoder_normalize_before"] = false;

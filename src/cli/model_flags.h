@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace stretch::cli {
 
@@ -25,5 +26,9 @@ void add_model_flags(CLI::App& sub, ModelFlags& flags);
 // Model config keys without a flag of their own (derived from dict.txt, or evaluation-only):
 // a --config file may hold them (a checkpoint's config does); they are ignored there.
 std::set<std::string> derived_model_keys();
+// fairseq writes boolean model options with a value too (`--adapt-span-layer True`, as its
+// configs and hydra print them): a boolean model flag followed by True/False/true/false/1/0 is
+// joined into CLI11's `--flag=value` form (argv as given; other arguments are left alone).
+void join_boolean_flag_values(std::vector<std::string>& args);
 
 }  // namespace stretch::cli

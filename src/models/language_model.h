@@ -87,6 +87,9 @@ class LanguageModel {
   virtual Var aux_loss() { return Var(); }
   virtual void after_step() {}
   virtual std::vector<std::pair<std::string, double>> train_metrics() const { return {}; }
+  // True: validation continues the training segment state and leaves it to training (fairseq's
+  // adaptive_span wrapper keeps one `_mems` for both); false: validation starts a memory of its own.
+  virtual bool validation_shares_segment_state() const { return false; }
   virtual std::unique_ptr<SegmentState> new_segment_state(SegmentUse use) const = 0;
 };
 

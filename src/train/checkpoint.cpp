@@ -9,7 +9,10 @@
 namespace stretch::train {
 
 nlohmann::json TrainState::to_json() const {
+  nlohmann::json metrics = nlohmann::json::array();
+  for (const auto& [name, sum] : epoch_metric_sums) metrics.push_back({name, sum});
   return {{"num_updates", num_updates},
+          {"epoch_metric_sums", metrics},
           {"epoch", epoch},
           {"next_batch", next_batch},
           {"best_loss", std::isnan(best_loss) ? nlohmann::json(nullptr) : nlohmann::json(best_loss)},
@@ -28,6 +31,7 @@ void TrainState::begin_next_epoch() {
   next_batch = 0;
   epoch_loss_sum = epoch_ntokens = epoch_nsentences = epoch_gnorm_sum = epoch_clip_count = 0;
   epoch_updates = 0;
+  epoch_metric_sums.clear();
 }
 
 nlohmann::json TrainClock::to_json() const {
@@ -56,6 +60,8 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& sou
     s.epoch_gnorm_sum = j.value("epoch_gnorm_sum", 0.0);
     s.epoch_clip_count = j.value("epoch_clip_count", 0.0);
     s.epoch_updates = j.value("epoch_updates", int64_t{0});
+    if (j.contains("epoch_metric_sums"))  // absent in files written before it: empty
+      for (const auto& m : j.at("epoch_metric_sums")) s.epoch_metric_sums.emplace_back(m.at(0).get<std::string>(), m.at(1).get<double>());
     s.seed = j.at("seed").get<uint64_t>();
     if (j.contains("lr_plateau")) s.lr_plateau = optim::PlateauState::from_json(j.at("lr_plateau"), source);
   } catch (const nlohmann::json::exception& e) {

@@ -28,6 +28,12 @@ std::string gigabytes(double bytes) {
 }  // namespace
 
 double training_bytes(const nlohmann::json& c) {
+  if (c.contains("attn_span")) {  // adaptive_span
+    const double L = number(c, "n_layer"), C = number(c, "d_model"), F = number(c, "d_inner"), V = number(c, "vocab_size"),
+                 H = number(c, "n_head"), S = number(c, "attn_span");
+    const double params = 2 * V * C + V + (H > 0 ? C / H : 0) * S + L * (4 * C * C + 2 * C * F + F + 5 * C + H);
+    return params * 12.0;
+  }
   const double L = number(c, "decoder_layers"), C = number(c, "decoder_embed_dim"),
                F = number(c, "decoder_ffn_embed_dim"), V = number(c, "vocab_size");
   const bool shared = c.value("share_decoder_input_output_embed", false);
@@ -55,6 +61,15 @@ void check_training_memory(const nlohmann::json& c) {
   const double need = training_bytes(c), have = available_memory_bytes();
   if (need <= have) return;
   std::ostringstream what;
+  if (c.contains("attn_span")) {
+    what << "--n-layer " << number(c, "n_layer") << ", --d-model " << number(c, "d_model") << ", --d-inner "
+         << number(c, "d_inner") << ", --attn-span " << number(c, "attn_span") << " and a vocabulary of "
+         << number(c, "vocab_size");
+    fail_usage(what.str() + ": the model needs at least " + gigabytes(need) +
+                   " to train (fp32 weights, gradients and optimizer state), more than the " + gigabytes(have) +
+                   " of memory available",
+               "choose fewer layers or a smaller --d-model / --d-inner");
+  }
   what << "--decoder-layers " << number(c, "decoder_layers") << ", --decoder-embed-dim " << number(c, "decoder_embed_dim")
        << ", --decoder-ffn-embed-dim " << number(c, "decoder_ffn_embed_dim") << " and a vocabulary of "
        << number(c, "vocab_size");

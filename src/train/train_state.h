@@ -9,6 +9,9 @@
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "optim/lr_scheduler.h"
 
@@ -25,6 +28,9 @@ struct TrainState {
   double epoch_gnorm_sum = 0;    // epoch, for the rest of fairseq's end-of-epoch line (absent in files
   double epoch_clip_count = 0;   // written before them: read as 0)
   int64_t epoch_updates = 0;
+  // Σ over the epoch's updates of the family's train_metrics() (Adaptive Span's avg_span, max_span),
+  // in its order: the end-of-epoch line's train_avg_span / train_max_span.
+  std::vector<std::pair<std::string, double>> epoch_metric_sums{};
   uint64_t seed = 1;             // --seed the run started with (a resume with another seed is refused)
   optim::PlateauState lr_plateau{};  // --lr-scheduler reduce_lr_on_plateau's state (absent in older files: fresh)
   // Moves to the start of the next epoch (batch 0, epoch sums cleared).

@@ -56,35 +56,46 @@ struct ValidResult {
   int64_t nsentences = 0;
   double batches = 0;  // per process (the mean over processes): wpb and bsz are per batch, as fairseq's
   double seconds = 0;
+  std::vector<std::pair<std::string, double>> metrics{};  // the family's train_metrics(), mean over batches
 };
 
 // max_steps >= 0: fairseq's --max-valid-steps, which stops once the batch index exceeds it (so
 // max_steps + 1 batches are scored, as in fairseq_cli/train.py's validate).
 // A family with memory across batches (SegmentUse::Training, e.g. --mem-len) validates with a
-// memory of its own that starts empty at every validation, as Transformer-XL's evaluate() does;
-// the training memory is left as it was. The loss is divided by the batches' sample size where
+// memory of its own that starts empty at every validation, as Transformer-XL's evaluate() does
+// (the training memory is left as it was), unless `shared` is given: then validation continues
+// it and leaves it to training (Adaptive Span: fairseq's decoder keeps one `_mems` for both).
+// The family's train_metrics() are averaged over the batches (fairseq's valid_avg_span ...). The loss is divided by the batches' sample size where
 // the task fixes it (truncated_bptt_lm: B·T, as fairseq logs it), else by the scored targets.
-ValidResult validate(models::LanguageModel& model, LmSplit& split, const dist::World& world, int64_t max_steps) {
+ValidResult validate(models::LanguageModel& model, LmSplit& split, const dist::World& world, int64_t max_steps,
+                     models::SegmentState* shared) {
   autograd::NoGradGuard no_grad;
   const double t0 = now_seconds();
   double sums[4] = {0, 0, 0, 0};  // nats, tokens, sentences, batches
   split.set_epoch(1);
   const int32_t pad = model.info().padding_idx;
-  std::unique_ptr<models::SegmentState> memory = model.new_segment_state(models::SegmentUse::Training);
+  std::unique_ptr<models::SegmentState> own;
+  if (!shared) own = model.new_segment_state(models::SegmentUse::Training);
+  models::SegmentState* memory = shared ? shared : own.get();
+  std::vector<std::pair<std::string, double>> metrics;
   for (int64_t i = 0; i < split.num_batches(); ++i) {
     if (max_steps >= 0 && i > max_steps) break;
     LmBatch b = split.batch(i);
     if (!b.src.defined()) continue;
-    Var hidden = model.features(b.src, {.mode = models::Mode::Eval, .state = memory.get()});
+    Var hidden = model.features(b.src, {.mode = models::Mode::Eval, .state = memory});
+    const auto m = model.train_metrics();
+    if (metrics.size() != m.size()) metrics.assign(m.size(), {});
+    for (size_t k = 0; k < m.size(); ++k) metrics[k] = {m[k].first, metrics[k].second + m[k].second};
     const nn::HeadLoss loss = model.head().loss(hidden, b.tgt, pad, nn::LossUse::Validation);
     sums[0] += loss.loss.value().f32()[0];
     sums[1] += static_cast<double>(b.sample_size > 0 ? b.ntokens : loss.ntokens);
     sums[2] += static_cast<double>(b.src.dim(0));
     sums[3] += 1;
   }
+  for (auto& [name, sum] : metrics) sum /= std::max(sums[3], 1.0);  // identical on every rank (the z are)
   world.allreduce_sum(sums, 4);
   return {sums[1] > 0 ? sums[0] / sums[1] / kLn2 : 0.0, static_cast<int64_t>(sums[1]), static_cast<int64_t>(sums[2]),
-          sums[3] / world.size(), now_seconds() - t0};
+          sums[3] / world.size(), now_seconds() - t0, std::move(metrics)};
 }
 
 std::vector<std::string> split_subsets(const std::string& list) {
@@ -347,6 +358,16 @@ TrainingRun::TrainingRun(TrainConfig config)
     vo.shuffle = false;
     if (c.max_tokens_valid > 0) vo.max_tokens = c.max_tokens_valid;
     if (c.batch_size_valid > 0) vo.batch_size = c.batch_size_valid;
+    // fairseq's truncated_bptt_lm builds every split's TruncatedBPTTDataset with task.batch_size
+    // (--batch-size): its batch iterator ignores --batch-size-valid, and the adaptive_span
+    // decoder's one cache needs the same streams in training and validation.
+    if (task == LmTask::TruncatedBptt && c.batch_size_valid > 0 && c.batch_size_valid != c.batch_size) {
+      if (world_.is_main())
+        log_once(LogLevel::Info, "--batch-size-valid " + std::to_string(c.batch_size_valid) +
+                                     " has no effect with --task truncated_bptt_lm (as in fairseq): validation "
+                                     "runs --batch-size " + std::to_string(c.batch_size) + " streams");
+      vo.batch_size = train_opts.batch_size;
+    }
     for (const std::string& subset : split_subsets(c.valid_subset))
       valid_splits_.emplace_back(subset, open_lm_split(c.data, subset, data_, vo));
   }
@@ -525,7 +546,8 @@ double TrainingRun::run_validation() {
   for (size_t k = 0; k < valid_splits_.size(); ++k) {
     const std::string& subset = valid_splits_[k].first;
     if (world_.is_main()) progress_.info("fairseq_cli.train", "begin validation on \"" + subset + "\" subset");
-    const ValidResult v = validate(*model_, *valid_splits_[k].second, world_, c.max_valid_steps);
+    models::SegmentState* shared = model_->validation_shares_segment_state() ? segment_.get() : nullptr;
+    const ValidResult v = validate(*model_, *valid_splits_[k].second, world_, c.max_valid_steps, shared);
     const double prev_best = state_.best_loss;
     // The validation "loss" fairseq reports, tracks as the best and passes to --patience: per row
     // with --sentence-avg (the same ranking on a fixed split).
@@ -545,6 +567,7 @@ double TrainingRun::run_validation() {
                 {"wpb", static_cast<double>(v.ntokens) / batches, 1},
                 {"bsz", static_cast<double>(v.nsentences) / batches, 1},
                 {"num_updates", static_cast<double>(state_.num_updates), -1}});
+    for (const auto& [key, mean] : v.metrics) st.push_back({key, mean, 3});  // fairseq's valid_avg_span, valid_max_span
     // fairseq adds best_<metric> once a checkpoint has recorded a best (not on the first validation).
     if (k == 0 && !std::isnan(prev_best)) {
       const double b = better(reported, prev_best) ? reported : prev_best;
@@ -660,6 +683,10 @@ void TrainingRun::after_update(const UpdateResult& r, double step_seconds, int64
   if (log_metrics_.size() != metrics.size()) log_metrics_.assign(metrics.begin(), metrics.end());
   else
     for (size_t i = 0; i < metrics.size(); ++i) log_metrics_[i].second += metrics[i].second;
+  auto& epoch_metrics = state_.epoch_metric_sums;
+  if (epoch_metrics.size() != metrics.size()) epoch_metrics.assign(metrics.begin(), metrics.end());
+  else
+    for (size_t i = 0; i < metrics.size(); ++i) epoch_metrics[i].second += metrics[i].second;
   if (!world_.is_main()) return;
   progress_.step(done);
   if (state_.num_updates % c.log_interval != 0) return;
@@ -712,6 +739,7 @@ Stats TrainingRun::epoch_stats() const {
               {"lr", lr_now(), -1},
               {"gnorm", state_.epoch_gnorm_sum / updates, 3}});
   if (c_.optim.clip_norm > 0) st.push_back({"clip", 100.0 * state_.epoch_clip_count / updates, 1});
+  for (const auto& [key, sum] : state_.epoch_metric_sums) st.push_back({key, sum / updates, 3});  // train_avg_span ...
   st.push_back({"train_wall", clock_.epoch_train_wall, 0});
   st.push_back({"wall", now_seconds() - t_start_, 0});
   return st;

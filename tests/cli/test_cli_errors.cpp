@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/subcommand_name.h"
+#include "models/registry.h"
 #include "train/memory_estimate.h"
 #include "train/train_test_util.h"
 
@@ -88,6 +89,24 @@ TEST(CliErrors, AModelTooLargeForMemoryIsRefusedBeforeAllocation) {
   EXPECT_EQ(train::training_bytes({{"decoder_layers", 2}, {"decoder_embed_dim", 8}, {"decoder_ffn_embed_dim", 16},
                                    {"vocab_size", 10}, {"share_decoder_input_output_embed", true}}),
             16.0 * (10 * 8 + 2 * (4 * 64 + 2 * 8 * 16 + 9 * 8 + 16)));
+}
+
+// Adaptive Span has its own keys: the estimate is 12 bytes (weights, gradients, adagrad's sum) per
+// parameter the family actually builds (counted on a built model, not from the formula), and a
+// model too large is refused naming its flags.
+TEST(CliErrors, AdaptiveSpanMemoryEstimateCountsTheFamilysParameters) {
+  const nlohmann::json cfg = {{"arch", "adaptive_span"}, {"vocab_size", 37}, {"d_model", 12}, {"n_head", 3},
+                              {"d_inner", 20}, {"n_layer", 2}, {"attn_span", 50}};
+  const auto model = models::build_model(models::resolve_config("adaptive_span", cfg, 16));
+  EXPECT_EQ(train::training_bytes(model->config_json()), 12.0 * static_cast<double>(model->params().numel()));
+  TempDir tmp;
+  const std::string data = train::testing::make_data_bin(tmp, 20);
+  const std::vector<std::string> big = {"train", data, "--arch", "adaptive_span", "--task", "truncated_bptt_lm",
+                                        "--n-layer", "4000", "--d-model", "65536", "--d-inner", "262144", "--n-head", "2",
+                                        "--tokens-per-sample", "16", "--batch-size", "2", "--max-update", "1",
+                                        "--threads", "1", "--no-progress-bar", "--save-dir", tmp / "ck"};
+  expect_usage_error(big, "--n-layer 4000, --d-model 65536, --d-inner 262144, --attn-span 1024");
+  expect_usage_error(big, "more than the");
 }
 
 }  // namespace

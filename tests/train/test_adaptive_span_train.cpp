@@ -11,6 +11,8 @@
 // Checks: the JSON train lines carry loss, avg_span and max_span; --user-dir and
 // --fp16-no-flatten-grads are reported once each; checkpoint_last holds the span cache; a kill -9
 // and restart continues bit for bit (cache and z included); eval-lm runs on the checkpoint.
+// ValidationSharesTheCacheAndLogsSpans: fairseq's one cache for training and validation, the span
+// keys in the valid and end-of-epoch lines, --adapt-span-layer True/False.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -102,6 +104,67 @@ TEST(AdaptiveSpanTrain, Seed004CommandTrainsResumesAndEvaluates) {
   const RunResult x = run_stretch(bad);
   EXPECT_EQ(x.exit_code, 2);
   EXPECT_NE(x.err.find("decoder_layers"), std::string::npos) << x.err;
+}
+
+// fairseq's AdaptiveSpanDecoder keeps ONE cache (`_mems`) for training and validation: validation
+// continues the training cache and training continues from the cache validation left. So a run
+// that validates at update 3 trains updates 4.. on other keys than a run without validation
+// (dropout 0: the only difference is the cache), while updates 1..3 are the same. The valid line
+// carries avg_span / max_span (the z of update 3, which update 4's forward uses too), and the
+// end-of-epoch train line their mean over the epoch's updates (train_avg_span, train_max_span).
+// --adapt-span-layer takes fairseq's spelled value (True / False) as well as no value.
+TEST(AdaptiveSpanTrain, ValidationSharesTheCacheAndLogsSpans) {
+  TempDir dir;
+  const std::string data = make_data_bin(dir);
+  auto args = [&](const std::string& save, std::vector<std::string> extra) {
+    std::vector<std::string> a = span_train_args(data, dir / save);
+    a.insert(a.end(), {"--dropout", "0", "--max-update", "0", "--max-epoch", "1", "--validate-interval-updates", "3",
+                       "--save-interval-updates", "0", "--adapt-span-init", "0.4", "--aux-loss-scaler", "0.05"});
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const RunResult v = run_stretch(args("v", {}));
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  const RunResult n = run_stretch(args("n", {"--disable-validation"}));
+  ASSERT_EQ(n.exit_code, 0) << n.err;
+  const auto with = inner_lines(v.out), without = inner_lines(n.out);
+  ASSERT_GE(with.size(), 5u) << v.out;
+  ASSERT_EQ(with.size(), without.size());
+  for (int64_t u = 1; u <= 3; ++u) EXPECT_EQ(with.at(u).at(0), without.at(u).at(0)) << "update " << u;
+  EXPECT_NE(with.at(4).at(0), without.at(4).at(0)) << "validation at update 3 did not change the training cache";
+  nlohmann::json valid, epoch;
+  for (const auto& j : json_lines(v.out)) {
+    if (j.contains("valid_loss") && j.value("valid_num_updates", 0.0) == 3.0) valid = j;
+    if (j.contains("train_loss")) epoch = j;
+  }
+  ASSERT_TRUE(valid.contains("valid_avg_span") && valid.contains("valid_max_span")) << v.out;
+  EXPECT_EQ(valid.at("valid_avg_span"), with.at(4).at(2));
+  EXPECT_EQ(valid.at("valid_max_span"), with.at(4).at(3));
+  ASSERT_TRUE(epoch.contains("train_avg_span") && epoch.contains("train_max_span")) << v.out;
+  double avg = 0, mx = 0;
+  for (const auto& [u, line] : with) avg += line.at(2).get<double>(), mx += line.at(3).get<double>();
+  EXPECT_NEAR(epoch.at("train_avg_span").get<double>(), avg / static_cast<double>(with.size()), 1e-9);
+  EXPECT_NEAR(epoch.at("train_max_span").get<double>(), mx / static_cast<double>(with.size()), 1e-9);
+  EXPECT_GT(avg / static_cast<double>(with.size()), 32.0);  // z ≈ 0.4: spans well past the ramp
+  // --batch-size-valid differing from --batch-size: fairseq's task ignores it (one line says so).
+  const RunResult b = run_stretch(args("b", {"--batch-size-valid", "3", "--max-update", "3"}));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(count_of(b.err + b.out, "--batch-size-valid 3 has no effect"), 1) << b.err;
+  // --adapt-span-layer True / False (fairseq's spelling with a value) and the bare flag.
+  for (const auto& [spelling, shape] : std::vector<std::pair<std::vector<std::string>, Shape>>{
+           {{"--adapt-span-layer", "True"}, Shape{1}},
+           {{"--adapt-span-layer"}, Shape{1}},
+           {{"--adapt-span-layer", "False"}, Shape{2, 1, 1}}}) {
+    std::vector<std::string> extra = spelling;
+    extra.insert(extra.end(), {"--max-update", "1", "--disable-validation"});
+    const std::string save = "layer" + std::to_string(shape.numel());
+    const RunResult r = run_stretch(args(save + spelling.back(), extra));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const SafetensorsFile ck = load_safetensors(dir / (save + spelling.back() + "/checkpoint_last.pt"));
+    const Tensor* z = ck.find("decoder.model.layers.0.attn.attn.adaptive_span._mask.current_val");
+    ASSERT_NE(z, nullptr);
+    EXPECT_EQ(z->shape(), shape) << spelling.back();
+  }
 }
 
 }  // namespace

@@ -24,6 +24,8 @@
 //   * after_step(): adapt_span_clamp after_step (the original) clamps every z into [0, 1].
 //   * train_metrics(): fairseq's avg_span and max_span of the last forward (span_sizes.h).
 //   * Segment state: SpanCache for SegmentUse::Training (train, valid, eval-lm's truncated_bptt_lm);
+//     validation continues the training cache and training continues from where validation left it
+//     (validation_shares_segment_state: fairseq's AdaptiveSpanDecoder keeps one `_mems`);
 //     Decode and Memory are usage errors (no generation; evaluate with --task truncated_bptt_lm).
 #pragma once
 #include <cstdint>
@@ -68,6 +70,7 @@ class AdaptiveSpanLM final : public LanguageModel {
   Var aux_loss() override;
   void after_step() override;
   std::vector<std::pair<std::string, double>> train_metrics() const override;
+  bool validation_shares_segment_state() const override { return true; }
   std::unique_ptr<SegmentState> new_segment_state(SegmentUse use) const override;
 
   const AdaptiveSpanConfig& config() const { return config_; }

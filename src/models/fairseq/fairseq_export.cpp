@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "models/adaptive_span/config.h"
 #include "models/registry.h"
 #include "models/transformer_lm/config.h"
 #include "tensor/pickle_writer.h"
@@ -13,13 +14,34 @@
 
 namespace stretch::models {
 
+namespace {
+
+// Refuses what fairseq's examples/adaptive_span cannot build (the original's switches).
+AdaptiveSpanConfig exportable_span_config(const nlohmann::json& j) {
+  const AdaptiveSpanConfig c = AdaptiveSpanConfig::from_json(j);
+  if (c.adapt_span_renormalise)
+    fail_usage("export-fairseq: the model renormalises the masked attention (--adapt-span-renormalise, the original), "
+               "which fairseq's examples/adaptive_span does not",
+               "export models trained with fairseq's semantics (no --adapt-span-renormalise)");
+  if (c.adapt_span_clamp != SpanClamp::Forward)
+    fail_usage("export-fairseq: the model clamps z after each step (--adapt-span-clamp after_step, the original); "
+               "fairseq's port clamps in the forward",
+               "export models trained with --adapt-span-clamp forward (the default)");
+  return c;
+}
+
+}  // namespace
+
 void export_fairseq(const LanguageModel& model, const std::string& path) {
   const nlohmann::json j = model.config_json();
   const Family& family = family_of_config(j, path);
-  if (family.name != "transformer_lm")
-    fail_usage("export-fairseq: the model is of the " + family.name + " family; only transformer_lm exports today");
-  const TransformerLMConfig c = TransformerLMConfig::from_json(j);
-  if (c.pos != PosMethod::Sinusoidal && c.pos != PosMethod::Learned && c.pos != PosMethod::None)
+  if (family.name != "transformer_lm" && family.name != "adaptive_span")
+    fail_usage("export-fairseq: the model is of the " + family.name + " family; transformer_lm and adaptive_span "
+               "export today");
+  const bool span = family.name == "adaptive_span";
+  const AdaptiveSpanConfig sc = span ? exportable_span_config(j) : AdaptiveSpanConfig{};
+  const TransformerLMConfig c = span ? TransformerLMConfig{} : TransformerLMConfig::from_json(j);
+  if (!span && c.pos != PosMethod::Sinusoidal && c.pos != PosMethod::Learned && c.pos != PosMethod::None)
     fail_usage(std::string("export-fairseq: the model has --pos ") + pos_method_name(c.pos) +
                    ", which fairseq 0.12.2's transformer_lm has no module for",
                "export models with --pos sinusoidal, learned or none");
@@ -49,50 +71,76 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
   auto kv_i = [&](const char* k, int64_t v) { w.str(k); w.integer(v); };
   auto kv_b = [&](const char* k, bool v) { w.str(k); w.boolean(v); };
   auto kv_f = [&](const char* k, double v) { w.str(k); w.real(v); };
-  kv_s("arch", "transformer_lm");
-  kv_s("task", "language_modeling");
-  kv_s("criterion", criterion_name(c.criterion));
-  kv_s("data", ".");
-  kv_i("decoder_layers", c.decoder_layers);
-  kv_i("decoder_embed_dim", c.decoder_embed_dim);
-  kv_i("decoder_input_dim", c.input_dim());
-  kv_i("decoder_output_dim", c.output_dim());
-  kv_i("decoder_ffn_embed_dim", c.decoder_ffn_embed_dim);
-  kv_i("decoder_attention_heads", c.decoder_attention_heads);
-  kv_b("decoder_normalize_before", c.decoder_normalize_before);
-  kv_b("no_decoder_final_norm", c.no_decoder_final_norm);
-  kv_b("share_decoder_input_output_embed", c.share_decoder_input_output_embed);
-  kv_b("no_scale_embedding", c.no_scale_embedding);
-  kv_b("layernorm_embedding", c.layernorm_embedding);
-  kv_b("decoder_learned_pos", c.pos == PosMethod::Learned);
-  kv_b("no_token_positional_embeddings", c.pos == PosMethod::None);
-  kv_s("activation_fn", c.activation_fn == ops::Activation::Gelu ? "gelu" : "relu");
-  kv_i("tokens_per_sample", c.tokens_per_sample);
-  kv_i("max_target_positions", c.max_target_positions);
-  kv_f("dropout", c.dropout);
-  kv_f("attention_dropout", c.attention_dropout);
-  kv_f("activation_dropout", c.activation_dropout);
-  if (c.adaptive_input) {
-    kv_b("adaptive_input", true);
-    kv_f("adaptive_input_factor", c.adaptive_input_factor);
-    kv_s("adaptive_input_cutoff", c.adaptive_input_cutoff);
+  if (span) {
+    // examples/adaptive_span's AdaptiveSpanSmallConfig and the truncated_bptt_lm task; fairseq-eval-lm
+    // needs --user-dir examples/adaptive_span to know the arch.
+    kv_s("arch", "adaptive_span");
+    kv_s("task", "truncated_bptt_lm");
+    kv_s("criterion", "adaptive_span_loss");
+    kv_s("data", ".");
+    kv_i("vocab_size", sc.vocab_size);
+    kv_i("d_model", sc.d_model);
+    kv_i("n_head", sc.n_head);
+    kv_i("d_inner", sc.d_inner);
+    kv_i("n_layer", sc.n_layer);
+    kv_i("attn_span", sc.attn_span);
+    kv_f("dropout", sc.dropout);
+    kv_f("emb_dropout", sc.emb_dropout);
+    kv_i("adapt_span_ramp", sc.adapt_span_ramp);
+    kv_f("adapt_span_init", sc.adapt_span_init);
+    kv_f("aux_loss_scaler", sc.aux_loss_scaler);
+    kv_b("adapt_span_layer", sc.adapt_span_layer);
+    kv_i("tokens_per_sample", sc.tokens_per_sample);
+    kv_i("max_target_positions", sc.tokens_per_sample);
+    w.namespace_end();
+  } else {
+    kv_s("arch", "transformer_lm");
+    kv_s("task", "language_modeling");
+    kv_s("criterion", criterion_name(c.criterion));
+    kv_s("data", ".");
+    kv_i("decoder_layers", c.decoder_layers);
+    kv_i("decoder_embed_dim", c.decoder_embed_dim);
+    kv_i("decoder_input_dim", c.input_dim());
+    kv_i("decoder_output_dim", c.output_dim());
+    kv_i("decoder_ffn_embed_dim", c.decoder_ffn_embed_dim);
+    kv_i("decoder_attention_heads", c.decoder_attention_heads);
+    kv_b("decoder_normalize_before", c.decoder_normalize_before);
+    kv_b("no_decoder_final_norm", c.no_decoder_final_norm);
+    kv_b("share_decoder_input_output_embed", c.share_decoder_input_output_embed);
+    kv_b("no_scale_embedding", c.no_scale_embedding);
+    kv_b("layernorm_embedding", c.layernorm_embedding);
+    kv_b("decoder_learned_pos", c.pos == PosMethod::Learned);
+    kv_b("no_token_positional_embeddings", c.pos == PosMethod::None);
+    kv_s("activation_fn", c.activation_fn == ops::Activation::Gelu ? "gelu" : "relu");
+    kv_i("tokens_per_sample", c.tokens_per_sample);
+    kv_i("max_target_positions", c.max_target_positions);
+    kv_f("dropout", c.dropout);
+    kv_f("attention_dropout", c.attention_dropout);
+    kv_f("activation_dropout", c.activation_dropout);
+    if (c.adaptive_input) {
+      kv_b("adaptive_input", true);
+      kv_f("adaptive_input_factor", c.adaptive_input_factor);
+      kv_s("adaptive_input_cutoff", c.adaptive_input_cutoff);
+    }
+    if (c.has_adaptive_softmax()) {
+      kv_s("adaptive_softmax_cutoff", c.adaptive_softmax_cutoff);
+      kv_f("adaptive_softmax_dropout", c.adaptive_softmax_dropout);
+      kv_f("adaptive_softmax_factor", c.adaptive_softmax_factor);
+      kv_b("tie_adaptive_weights", c.tie_adaptive_weights);
+      kv_b("tie_adaptive_proj", c.tie_adaptive_weights && c.tie_adaptive_proj);
+      if (c.criterion == Criterion::AdaptiveLoss) kv_s("ddp_backend", "legacy_ddp");  // fairseq's adaptive_loss needs it
+    }
+    w.namespace_end();
   }
-  if (c.has_adaptive_softmax()) {
-    kv_s("adaptive_softmax_cutoff", c.adaptive_softmax_cutoff);
-    kv_f("adaptive_softmax_dropout", c.adaptive_softmax_dropout);
-    kv_f("adaptive_softmax_factor", c.adaptive_softmax_factor);
-    kv_b("tie_adaptive_weights", c.tie_adaptive_weights);
-    kv_b("tie_adaptive_proj", c.tie_adaptive_weights && c.tie_adaptive_proj);
-    if (c.criterion == Criterion::AdaptiveLoss) kv_s("ddp_backend", "legacy_ddp");  // fairseq's adaptive_loss needs it
-  }
-  w.namespace_end();
 
   w.str("model");
   w.empty_dict();
   w.mark();
-  Tensor version = Tensor::full(Shape{1}, 3.0f);  // TransformerDecoder's "version" buffer
-  w.str("decoder.version");
-  tensor(add_storage(version), version);
+  if (!span) {
+    Tensor version = Tensor::full(Shape{1}, 3.0f);  // TransformerDecoder's "version" buffer
+    w.str("decoder.version");
+    tensor(add_storage(version), version);
+  }
   std::map<std::string, std::pair<std::string, const Tensor*>> stored;  // name → (storage key, tensor)
   for (const auto& [name, var] : model.params().items()) {
     const std::string key = add_storage(var.value());
@@ -111,8 +159,16 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
     w.str(name);
     tensor(add_storage(t), t);
   };
-  if (c.adaptive_input) buffer("decoder.embed_tokens._float_tensor", Tensor::zeros(Shape{1}));
-  if (c.has_adaptive_softmax()) {
+  if (span) {  // AdaptiveMask's buffer per layer: torch.linspace(1 - L, 0, steps=L)
+    const int64_t L = sc.attn_span;
+    Tensor tmpl = Tensor::empty(Shape{L});
+    for (int64_t i = 0; i < L; ++i)
+      tmpl.f32()[i] = L == 1 ? 0.f : static_cast<float>((1.0 - static_cast<double>(L)) * (1.0 - static_cast<double>(i) / static_cast<double>(L - 1)));
+    for (int64_t l = 0; l < sc.n_layer; ++l)
+      buffer("decoder.model.layers." + std::to_string(l) + ".attn.attn.adaptive_span._mask.mask_template", tmpl);
+  }
+  if (!span && c.adaptive_input) buffer("decoder.embed_tokens._float_tensor", Tensor::zeros(Shape{1}));
+  if (!span && c.has_adaptive_softmax()) {
     const std::string a = "decoder.adaptive_softmax.", in = "decoder.embed_tokens.embeddings.";
     const int64_t tails = static_cast<int64_t>(c.softmax_cutoffs().size()) -
                           (c.softmax_cutoffs().back() == c.vocab_size ? 1 : 0);  // bands − 1
@@ -128,10 +184,10 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
     Tensor version = Tensor::empty(Shape{1}, DType::I64);  // AdaptiveSoftmax's "version" buffer: 1
     version.i64()[0] = 1;
     buffer(a + "version", version);
-  } else if (c.share_decoder_input_output_embed) {
+  } else if (!span && c.share_decoder_input_output_embed) {
     again("decoder.output_projection.weight", "decoder.embed_tokens.weight");
   }
-  if (c.pos == PosMethod::Sinusoidal) {
+  if (!span && c.pos == PosMethod::Sinusoidal) {
     Tensor buf = Tensor::zeros(Shape{1});
     w.str("decoder.embed_positions._float_tensor");
     tensor(add_storage(buf), buf);
@@ -143,7 +199,7 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
   w.mark();
   w.empty_dict();
   w.mark();
-  kv_s("criterion_name", "CrossEntropyCriterion");
+  kv_s("criterion_name", span ? "AdaptiveSpanCriterion" : "CrossEntropyCriterion");
   kv_s("optimizer_name", "none (exported by stretch)");
   w.str("lr_scheduler_state");
   w.empty_dict();

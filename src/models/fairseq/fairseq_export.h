@@ -1,4 +1,4 @@
-// models/fairseq/fairseq_export.h — a stretch transformer_lm → a checkpoint fairseq-eval-lm loads.
+// models/fairseq/fairseq_export.h — a stretch transformer_lm or adaptive_span → a checkpoint fairseq-eval-lm loads.
 // Contract: writes torch's zip container (tensor/torch_file.h: "<stem>/data.pkl", "version",
 // "data/<k>") holding {"args": argparse.Namespace(arch, task, criterion and every model key
 // fairseq's transformer_lm reads, with stretch's values), "model": the state dict under fairseq's
@@ -7,6 +7,11 @@
 // used because fairseq fills every option it does not find from its own defaults
 // (convert_namespace_to_omegaconf), so the file needs no copy of fairseq's config tree.
 // Positions fairseq has no module for (alibi, rope, t5) are a usage error naming --pos.
+// adaptive_span models export as examples/adaptive_span checkpoints (args: arch adaptive_span, task
+// truncated_bptt_lm, criterion adaptive_span_loss, AdaptiveSpanSmallConfig's keys; the state dict
+// plus each layer's mask_template buffer); fairseq-eval-lm loads them with --user-dir
+// examples/adaptive_span. The original's switches (--adapt-span-renormalise, --adapt-span-clamp
+// after_step) have no fairseq counterpart: a usage error naming the flag.
 #pragma once
 #include <string>
 

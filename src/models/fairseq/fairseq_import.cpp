@@ -1,6 +1,6 @@
 // models/fairseq/fairseq_import.cpp — see fairseq_import.h. The transformer_lm mapping tables are
 // kTransformerLm and kTransformerLmAdaptive below; transformer_xl is import_transformer_xl() (its stretch
-// parameters carry the fairseq names); a family (adaptive_span) is one more table and one more tensor rule list.
+// parameters carry the fairseq names); adaptive_span has its own file (fairseq_import_span.h).
 #include "models/fairseq/fairseq_import.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "models/fairseq/fairseq_import_span.h"
 #include "models/registry.h"
 #include "models/transformer_lm/config.h"
 #include "models/transformer_xl/config.h"
@@ -321,12 +322,25 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
                                                                        : "";
   if (task.is_object() && task.contains("data") && task["data"].is_string()) out.task_data = task["data"];
   if (out.fairseq_arch == "transformer_xl") return import_transformer_xl(path, file, m, task, *model_sd, std::move(out));
+  const bool namespace_config = args && !(cfg && cfg->kind == Kind::Dict && cfg->get("model"));
+
+  if (out.fairseq_arch == "adaptive_span") {  // examples/adaptive_span (fairseq_import_span.h)
+    SpanImportSource span{.file = &file, .model = m, .task = task, .namespace_config = namespace_config};
+    for (const auto& [k, v] : model_sd->dict) {
+      if (k->kind != Kind::String) fail_input(path, "state dict key " + k->repr() + " is not a string", kHint);
+      if (v->kind != Kind::Tensor) fail_input(path, "state dict entry '" + k->s + "' is a " + pickle::kind_name(v->kind), kHint);
+      span.state[k->s] = v.get();
+    }
+    import_fairseq_adaptive_span(path, span, options, out);
+    return out;
+  }
 
   const bool adaptive = flag(m, "adaptive_input", false) || !cutoff_text(path, m, "adaptive_softmax_cutoff").empty();
   const FamilyMapping& map = adaptive ? kTransformerLmAdaptive : kTransformerLm;
   if (std::find(map.archs.begin(), map.archs.end(), out.fairseq_arch) == map.archs.end())
     fail_input(path, "fairseq arch '" + out.fairseq_arch + "' is not imported yet",
-               "stretch imports the transformer_lm family (" + std::to_string(map.archs.size()) + " arch names)");
+               "stretch imports the transformer_lm family (" + std::to_string(map.archs.size()) +
+                   " arch names) and adaptive_span");
   for (const auto& [key, want] : map.neutral) {
     auto it = m.find(key);
     if (it != m.end() && !is_neutral(*it, want))
@@ -335,7 +349,6 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
   }
   // Argparse-era args hold every option of every group: only keys that look like model options
   // (decoder_*, *_embed*, adaptive_*) and are unknown are worth reporting.
-  const bool namespace_config = args && !(cfg && cfg->kind == Kind::Dict && cfg->get("model"));
   std::vector<std::string> unknown;
   std::set<std::string> neutral_keys;
   for (const auto& [k, v] : map.neutral) neutral_keys.insert(k);
