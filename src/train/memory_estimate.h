@@ -4,7 +4,8 @@
 // with fairseq's keys (decoder_layers L, decoder_embed_dim C, decoder_ffn_embed_dim F, vocab_size V,
 // share_decoder_input_output_embed): parameters P = V·C (+ V·C unshared output) + L·(4C² + 2CF +
 // 9C + F), times 16 bytes (fp32 weights, gradients and two optimizer moments). Activations are
-// not counted, so it is a lower bound. Keys absent from the config count as 0 (other families are
+// not counted, so it is a lower bound, and --checkpoint-activations (which only changes the
+// activations) leaves it unchanged. Keys absent from the config count as 0 (other families are
 // bounded by what they share). check_training_memory() fails with a usage error naming the flags
 // and their values when the estimate exceeds available_memory_bytes(): MemAvailable + SwapFree
 // from /proc/meminfo (sysconf's physical pages where that file is missing), or
