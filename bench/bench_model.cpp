@@ -2,9 +2,10 @@
 // clipping and eval-lm scorer timed on synthetic batches, one JSON line per measurement, with
 // the same fields as bench/torch_lm.py so the two can be put side by side.
 //
-//   train  tokens/s of full training steps exactly as stretch train runs them (zero grads,
-//          forward with dropout, summed cross-entropy, backward, grads / ntokens, clip 0.1, NAG
-//          step, lr 1e-3, momentum 0.99) at --batch B x --tokens-per-sample T
+//   train  tokens/s, step time and peak RSS of full training steps exactly as stretch train runs
+//          them (zero grads, forward with dropout, summed cross-entropy, backward, grads / ntokens,
+//          clip 0.1, NAG step, lr 1e-3, momentum 0.99) at --batch B x --tokens-per-sample T;
+//          --checkpoint-activations recomputes the blocks in backward (bench/checkpoint_activations.sh)
 //   eval   tokens/s and peak RSS of eval::evaluate (the eval-lm code: non-overlapping windows,
 //          B = 1, log-softmax only at scored rows) on one window of each of --lengths; each
 //          length in a fresh process so VmHWM is that length's own peak
@@ -68,6 +69,7 @@ struct Args {
   int warmup = 2, steps = 5;
   bool no_isolate = false;
   bool bf16 = false;
+  bool checkpoint_activations = false;  // train: ForwardOptions::activations = Recompute
   uint64_t seed = 1;
   std::string model_json = "{}";  // extra model config keys (fairseq names), e.g. the adaptive softmax's
 };
@@ -165,7 +167,11 @@ void run_train(const Args& a) {
   auto step = [&] {
     model.params().zero_grad();
     autograd::Var hidden = model.features(
-        src, {.mode = models::Mode::Train, .seed = a.seed, .step = static_cast<uint64_t>(update), .micro = 0});
+        src, {.mode = models::Mode::Train,
+              .seed = a.seed,
+              .step = static_cast<uint64_t>(update),
+              .micro = 0,
+              .activations = a.checkpoint_activations ? autograd::Activations::Recompute : autograd::Activations::Keep});
     autograd::Var loss = model.head().loss(hidden, tgt, model.info().padding_idx, nn::LossUse::Training).loss;
     autograd::tape().backward(loss);
     optim::scale_and_clip_grads(params, 1.0 / static_cast<double>(B * T), 0.1);
@@ -183,6 +189,7 @@ void run_train(const Args& a) {
   add_rates(r, static_cast<double>(B * T), 3 * forward_flops_per_token(c, T), wall, cpu, num_threads());
   r["step_s"] = std::round(wall * 1e4) / 1e4;
   r["steps"] = a.steps;
+  r["checkpoint_activations"] = a.checkpoint_activations;
   r["peak_rss_mb"] = std::round(peak_rss_mb() * 10) / 10;
   std::printf("%s\n", r.dump().c_str());
   std::fflush(stdout);
@@ -253,6 +260,8 @@ int main(int argc, char** argv) {
                  "extra model config keys, e.g. '{\"adaptive_softmax_cutoff\":\"20000,60000\"}' (the mfu fields "
                  "count the full softmax's FLOPs whatever the head)");
   app.add_flag("--no-isolate", a.no_isolate, "eval: all lengths in this process");
+  app.add_flag("--checkpoint-activations", a.checkpoint_activations,
+               "train: recompute each block's activations in backward, as stretch train --checkpoint-activations");
   app.add_flag("--bf16", a.bf16, "bf16 matrix products (fp32 accumulation), as stretch train --bf16");
   CLI11_PARSE(app, argc, argv);
   try {

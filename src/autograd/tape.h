@@ -32,6 +32,10 @@ class Tape {
   void push(std::function<void()> backward_fn) { entries_.push_back(std::move(backward_fn)); }
   // Seeds loss.grad with `seed` (loss is a 1-element Var) and runs every closure in reverse.
   void backward(const Var& loss, float seed = 1.0f);
+  // Runs every closure in reverse (the outputs' gradients already seeded), then clears. The
+  // thread's GradWatch, if any, sees each closure (autograd/checkpoint.cpp replays a nested tape
+  // with the watch removed).
+  void replay();
   void clear() { entries_.clear(); }
   size_t size() const { return entries_.size(); }
 
@@ -39,8 +43,23 @@ class Tape {
   std::vector<std::function<void()>> entries_;
 };
 
-Tape& tape();  // the current thread's tape
+Tape& tape();  // the current thread's tape (its own, or the one a TapeScope installed)
 bool grad_enabled();
+
+// Makes `t` the current thread's tape for the scope's lifetime (restores the previous one): the
+// ops run inside record there. autograd::checkpoint records a block's forward on a scratch tape
+// and its recomputation in backward on a nested one, while the outer tape is being replayed.
+class TapeScope {
+ public:
+  explicit TapeScope(Tape& t);
+  ~TapeScope();
+  TapeScope(const TapeScope&) = delete;
+  TapeScope& operator=(const TapeScope&) = delete;
+
+ private:
+  Tape* previous_ = nullptr;
+};
+
 // True when an op with these inputs must record a backward closure.
 inline bool needs_grad(std::initializer_list<const Var*> inputs) {
   if (!grad_enabled()) return false;

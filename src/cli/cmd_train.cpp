@@ -207,6 +207,11 @@ void add_train(CLI::App& sub, Runner& run) {
       ->transform(int_at_least(0, "0: one parameter per bucket"))
       ->capture_default_str();
 
+  sub.add_flag("--checkpoint-activations", c.checkpoint_activations,
+               "recompute each block's activations in backward instead of keeping them: less memory for long "
+               "contexts, about one more forward of time, the same losses and gradients bit for bit "
+               "(transformer_lm and roberta families)");
+
   add_model_flags(sub, *model);
 
   // fairseq flags with no meaning on a CPU build (accepted, reported once).
@@ -218,6 +223,8 @@ void add_train(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--distributed-world-size", "the world size comes from mpirun", true);
   add_ignored_flag(sub, "--user-dir", "every model is built in", true);
   add_ignored_flag(sub, "--cpu", "stretch always runs on the CPU", false);
+  add_ignored_flag(sub, "--offload-activations", "activations already live in host memory (no accelerator to offload from)",
+                   false);
 
   run = [cfg, common, model, log_format, dump_config, lr_text, app = &sub] {
     apply_common_options(*common);

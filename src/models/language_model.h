@@ -20,6 +20,8 @@
 //     KV cache; Memory: evaluation over consecutive segments keeping the last M tokens (a family
 //     whose positions are absolute refuses with a usage error); Training: memory across
 //     training batches (nullptr when the family has none; Transformer-XL / Adaptive Span).
+//   * can_recompute_activations(): true when features() in Train mode honours
+//     options.activations = Recompute (--checkpoint-activations) with bit-identical gradients.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -28,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/checkpoint.h"
 #include "autograd/var.h"
 #include "nn/output_head.h"
 #include "nn/parameters.h"
@@ -62,6 +65,10 @@ struct ForwardOptions {
   // for the last n positions of each row (keys/values for all), so features() returns
   // [B, n, C] — what a scorer needs when only those positions are scored. 0: all positions.
   int64_t last_block_queries = 0;
+  // Training with --checkpoint-activations: each block keeps only its input and recomputes its
+  // forward in backward (autograd/checkpoint.h); the same numbers, less memory. Only for a family
+  // whose can_recompute_activations() is true (the trainer refuses the flag for the others).
+  autograd::Activations activations = autograd::Activations::Keep;
 };
 
 struct ModelInfo {
@@ -91,6 +98,8 @@ class LanguageModel {
   // adaptive_span wrapper keeps one `_mems` for both); false: validation starts a memory of its own.
   virtual bool validation_shares_segment_state() const { return false; }
   virtual std::unique_ptr<SegmentState> new_segment_state(SegmentUse use) const = 0;
+  // Whether features() honours ForwardOptions::activations = Recompute.
+  virtual bool can_recompute_activations() const { return false; }
 };
 
 }  // namespace stretch::models

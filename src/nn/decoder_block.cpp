@@ -41,4 +41,24 @@ Var DecoderBlock::operator()(const Var& x_in, const BlockCall& call) const {
   return x;
 }
 
+Var DecoderBlock::operator()(const Var& x, const BlockCall& call, Activations activations) const {
+  if (activations == Activations::Keep) return (*this)(x, call);
+  STRETCH_CHECK(call.kv == nullptr, "DecoderBlock: activation recomputation is for training (no KV cache)");
+  // The closure outlives this call: it holds the padding mask and the scalars, not `call`.
+  return checkpoint(x, [this, padding = call.key_padding, dropout = call.dropout,
+                        attention_dropout = call.attention_dropout, activation_dropout = call.activation_dropout,
+                        seed = call.seed, streams = call.streams, pos0 = call.pos0,
+                        queries = call.queries](const Var& in) {
+    return (*this)(in, {.key_padding = padding,
+                        .dropout = dropout,
+                        .attention_dropout = attention_dropout,
+                        .activation_dropout = activation_dropout,
+                        .seed = seed,
+                        .streams = streams,
+                        .kv = nullptr,
+                        .pos0 = pos0,
+                        .queries = queries});
+  });
+}
+
 }  // namespace stretch::nn

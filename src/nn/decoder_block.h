@@ -11,6 +11,7 @@
 #pragma once
 #include <array>
 
+#include "autograd/checkpoint.h"
 #include "nn/feed_forward.h"
 #include "nn/self_attention.h"
 
@@ -37,6 +38,10 @@ class DecoderBlock {
   DecoderBlock(ParameterList& params, const std::string& prefix, const BlockConfig& config,
                const AttentionPosition* position);
   Var operator()(const Var& x, const BlockCall& call) const;  // x [B, T, C] -> [B, queries, C]
+  // The same block; with Activations::Recompute (--checkpoint-activations, training) as one
+  // autograd::checkpoint entry that keeps only x and recomputes the block in backward, with the
+  // same dropout masks (the call's seed and streams). call.kv must be null there.
+  Var operator()(const Var& x, const BlockCall& call, autograd::Activations activations) const;
 
   SelfAttention self_attn;
   LayerNorm self_attn_layer_norm;

@@ -4,7 +4,8 @@
 // with fairseq's keys (decoder_layers L, decoder_embed_dim C, decoder_ffn_embed_dim F, vocab_size V,
 // share_decoder_input_output_embed): parameters P = V·C (+ V·C unshared output) + L·(4C² + 2CF +
 // 9C + F), times 16 bytes (fp32 weights, gradients and two optimizer moments). Activations are
-// not counted, so it is a lower bound. Keys absent from the config count as 0 (other families are
+// not counted, so it is a lower bound, and --checkpoint-activations (which only changes the
+// activations) leaves it unchanged. Keys absent from the config count as 0 (other families are
 // bounded by what they share). Adaptive Span (a config with attn_span; keys n_layer, d_model C,
 // d_inner F, n_head H, attn_span S): P = 2·V·C + V + (C/H)·S + n_layer·(4C² + 2CF + F + 5C + H)
 // (in_emb, out_emb with bias, key_pe, per layer four bias-free projections, the FFN, two

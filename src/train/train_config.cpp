@@ -97,6 +97,7 @@ nlohmann::json TrainConfig::to_json() const {
            {{"log_format", log_format_name(log_format)},
             {"log_interval", log_interval},
             {"log_full_precision", log_full_precision},
+            {"checkpoint_activations", checkpoint_activations},
             {"max_consecutive_nan", max_consecutive_nan}}},
           {"model", model}};
   if (task == lm_task_name(LmTask::TruncatedBptt)) j["task"]["bptt_order"] = bptt_order_name(bptt_order);

@@ -104,6 +104,10 @@ struct TrainConfig {
   bool log_full_precision = false;        // stretch: JSON log values as numbers with every digit
   std::string tensorboard_logdir{};       // --tensorboard-logdir: TensorBoard event files (train/tensorboard_writer.h)
   bool no_progress_bar = false;
+  // --checkpoint-activations: recompute each block's activations in backward (less memory, about
+  // one more forward of time; the same numbers). A training option, not a model property: it is
+  // in this config (group "common"), never in the model config a model file carries.
+  bool checkpoint_activations = false;
   int64_t max_consecutive_nan = 10;       // stop after this many skipped non-finite updates in a row
   bool skip_invalid_size_inputs_valid_test = false;
   // fairseq's distributed_training group. --ddp-backend: pytorch_ddp / c10d sum gradients in

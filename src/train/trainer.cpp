@@ -373,6 +373,11 @@ TrainingRun::TrainingRun(TrainConfig config)
   }
   check_training_memory(c.model);  // before allocating: a bad_alloc after minutes otherwise
   model_ = models::build_model(c.model);
+  if (c.checkpoint_activations && !model_->can_recompute_activations())
+    fail_usage("--checkpoint-activations is not implemented for --arch " + c.model.value("arch", std::string()) +
+                   " (family " + family + ")",
+               "drop the flag; it is implemented for the transformer_lm and roberta families (docs/architecture.md "
+               "\"Activation checkpointing\")");
   model_->init(c.seed);
   segment_ = model_->new_segment_state(models::SegmentUse::Training);
   dictionary_text_ = read_text_file(data_.dict_path);
@@ -760,6 +765,8 @@ int TrainingRun::run() {
                                    .seed = c.seed,
                                    .pad = data_.pad,
                                    .sentence_avg = c.optim.sentence_avg,
+                                   .activations = c.checkpoint_activations ? autograd::Activations::Recompute
+                                                                           : autograd::Activations::Keep,
                                    .buckets = buckets_.get()};
   t_start_ = log_t0_ = now_seconds();
   bool stop = c.max_update > 0 && state_.num_updates >= c.max_update;

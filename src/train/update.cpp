@@ -62,7 +62,8 @@ UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch>
                                                   .seed = params.seed,
                                                   .step = static_cast<uint64_t>(state.num_updates),
                                                   .micro = static_cast<uint64_t>(i),
-                                                  .state = segment});
+                                                  .state = segment,
+                                                  .activations = params.activations});
     nn::HeadLoss head = model.head().loss(hidden, b.tgt, params.pad, nn::LossUse::Training);
     autograd::Var loss = head.loss;
     if (autograd::Var aux = model.aux_loss(); aux.defined()) loss = autograd::add(loss, aux);

@@ -41,6 +41,9 @@ struct UpdateParams {
   uint64_t seed = 1;       // --seed: dropout masks
   int32_t pad = 1;         // padding index: targets equal to it are not scored
   bool sentence_avg = false;  // --sentence-avg: sample size = rows (fairseq's target.size(0)), not the targets
+  // --checkpoint-activations: the blocks recompute their activations in backward (the same
+  // gradients, bit for bit; models::ForwardOptions::activations).
+  autograd::Activations activations = autograd::Activations::Keep;
   // Bucketed all-reduce overlapped with backward, built on grad_slices(model) (nullptr: the
   // per-parameter all-reduce after backward; a no-op in a world of size 1 either way).
   dist::BucketAllreduce* buckets = nullptr;

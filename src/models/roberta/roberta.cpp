@@ -138,7 +138,8 @@ Var RobertaEncoder::features(const Tensor& src, const ForwardOptions& opt) {
                        .activation_dropout = train ? c.activation_dropout : 0.f,
                        .seed = opt.seed,
                        .streams = {dropout_stream(opt, index, 1), dropout_stream(opt, index, 2),
-                                   dropout_stream(opt, index, 3), dropout_stream(opt, index, 4)}});
+                                   dropout_stream(opt, index, 3), dropout_stream(opt, index, 4)}},
+                      train ? opt.activations : Activations::Keep);
   }
   if (final_norm_.defined()) x = final_norm_(x);
   return x;  // [B, T, C]

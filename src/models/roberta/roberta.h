@@ -37,6 +37,7 @@ class RobertaEncoder final : public LanguageModel {
   Var features(const Tensor& src, const ForwardOptions& opt) override;
   const nn::OutputHead& head() const override { return head_; }
   std::unique_ptr<SegmentState> new_segment_state(SegmentUse use) const override;
+  bool can_recompute_activations() const override { return true; }
   const RobertaConfig& config() const { return config_; }
   const RobertaLmHead& lm_head() const { return head_; }
 

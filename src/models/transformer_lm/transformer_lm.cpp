@@ -318,7 +318,8 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
                                    dropout_stream(opt, index, 3), dropout_stream(opt, index, 4)},
                        .kv = cache ? &cache->layers[l] : nullptr,
                        .pos0 = pos_offset,
-                       .queries = l + 1 == layers_.size() ? last_queries : T});
+                       .queries = l + 1 == layers_.size() ? last_queries : T},
+                   train ? opt.activations : Activations::Keep);
   }
   if (final_norm_.defined()) x = final_norm_(x);
   if (project_out_.weight.defined()) x = project_out_(x);  // [B, T, output]

@@ -57,6 +57,7 @@ class TransformerLM final : public LanguageModel {
   // fairseq's parameter count of a config without allocating the model (tests, `stretch info`).
   static int64_t parameter_count(const TransformerLMConfig& config);
   std::unique_ptr<SegmentState> new_segment_state(SegmentUse use) const override;
+  bool can_recompute_activations() const override { return true; }  // every --pos, --mem-len, adaptive
   // logits [.., V] of hidden [.., C] (adaptive softmax: log-probabilities [N, V], no gradient);
   // forward = output(features) (tests and benchmarks)
   Var output(const Var& hidden) const {
