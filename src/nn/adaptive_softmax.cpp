@@ -7,6 +7,7 @@
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/error.h"
+#include "nn/chunked_nll.h"
 #include "ops/cross_entropy.h"
 
 namespace stretch::nn {
@@ -99,51 +100,11 @@ HeadLoss AdaptiveSoftmax::loss(const Var& hidden, const Tensor& targets, int32_t
 
 void AdaptiveSoftmax::target_nll(const Tensor& hidden, std::span<const int64_t> rows, std::span<const int32_t> targets,
                                  float* nll, int64_t chunk_rows) const {
-  STRETCH_CHECK(rows.size() == targets.size(), "target_nll: " << rows.size() << " rows, " << targets.size() << " targets");
-  NoGradGuard no_grad;
-  const int64_t n = static_cast<int64_t>(rows.size()), C = config_.input_dim, c0 = bands_.size(0);
-  // Rows per chunk of logits `width` wide: chunk_rows, or as many as kScoreChunkBytes allow. The
-  // head is chunked by its own width, each tail's rows by the tail's (a chunk of rows sized for
-  // the widest tail would make the head's GEMMs needlessly short).
-  auto rows_for = [&](int64_t width) {
-    return chunk_rows > 0 ? chunk_rows
-                          : std::max<int64_t>(1, kScoreChunkBytes / (width * static_cast<int64_t>(sizeof(float))));
-  };
   const Var head_w = head_weight();
-  const int64_t chunk = rows_for(head_w.shape()[0]);
-  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-    const int64_t m = std::min(chunk, n - r0);
-    Tensor h = Tensor::empty({m, C});  // [m, C]
-    Tensor head_target = Tensor::empty({m}, DType::I32);
-    for (int64_t i = 0; i < m; ++i) {
-      std::copy_n(hidden.f32() + rows[r0 + i] * C, C, h.f32() + i * C);
-      const int32_t w = targets[r0 + i];
-      STRETCH_CHECK(w >= 0 && w < config_.vocab_size, "target_nll: target " << w << " outside the vocabulary");
-      head_target.i32()[i] = w < c0 ? w : static_cast<int32_t>(c0 + bands_.band_of(w) - 1);
-    }
-    {
-      Tensor lg = linear(Var(h), head_w, Var()).value();  // [m, c_0 + k − 1]
-      Tensor lse = Tensor::empty({m});
-      ops::cross_entropy_forward(nll + r0, lse.f32(), lg.f32(), head_target.i32(),
-                                 {.n = m, .v = lg.dim(1), .ignore_index = kNoIgnore});
-    }
-    const BandRoute route_m = route(bands_, targets.data() + r0, m);
-    const Var hv(h);
-    for (int64_t b = 1; b < bands_.count(); ++b) {
-      const Tensor& br = route_m.rows[static_cast<size_t>(b)];
-      const Tensor& local = route_m.local[static_cast<size_t>(b)];
-      const int64_t mb = br.numel(), sub = rows_for(bands_.size(b));
-      for (int64_t s0 = 0; s0 < mb; s0 += sub) {
-        const int64_t ms = std::min(sub, mb - s0);
-        Tensor sr = br.slice_rows(s0, ms), sl = local.slice_rows(s0, ms);
-        Tensor lg = tail(b, gather_rows(hv, sr), 0.f).value();  // [ms, size_b]
-        Tensor lse = Tensor::empty({ms}), nb = Tensor::empty({ms});
-        ops::cross_entropy_forward(nb.f32(), lse.f32(), lg.f32(), sl.i32(),
-                                   {.n = ms, .v = lg.dim(1), .ignore_index = kNoIgnore});
-        for (int64_t j = 0; j < ms; ++j) nll[r0 + sr.i64()[j]] += nb.f32()[j];
-      }
-    }
-  }
+  banded_target_nll(
+      hidden, rows, targets, nll, chunk_rows, bands_, config_.vocab_size,
+      [&](const Var& x) { return linear(x, head_w, Var()); },
+      [&](int64_t b, const Var& x) { return tail(b, x, 0.f); });
 }
 
 Tensor AdaptiveSoftmax::log_scores(const Tensor& hidden) const {

@@ -7,6 +7,7 @@
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/error.h"
+#include "nn/chunked_nll.h"
 #include "ops/cross_entropy.h"
 
 namespace stretch::nn {
@@ -92,47 +93,9 @@ HeadLoss ProjectedAdaptiveSoftmax::loss(const Var& hidden, const Tensor& targets
 
 void ProjectedAdaptiveSoftmax::target_nll(const Tensor& hidden, std::span<const int64_t> rows,
                                           std::span<const int32_t> targets, float* nll, int64_t chunk_rows) const {
-  STRETCH_CHECK(rows.size() == targets.size(), "target_nll: " << rows.size() << " rows, " << targets.size() << " targets");
-  NoGradGuard no_grad;
-  const int64_t n = static_cast<int64_t>(rows.size()), C = w_.input_dim, k = w_.bands.count();
-  auto rows_for = [&](int64_t width) {  // rows per chunk of logits `width` wide
-    return chunk_rows > 0 ? chunk_rows
-                          : std::max<int64_t>(1, kScoreChunkBytes / (width * static_cast<int64_t>(sizeof(float))));
-  };
-  const int64_t chunk = rows_for(w_.bands.size(0) + k - 1);
-  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-    const int64_t m = std::min(chunk, n - r0);
-    Tensor h = Tensor::empty({m, C});  // [m, C]
-    Tensor head_t = Tensor::empty({m}, DType::I32);
-    for (int64_t i = 0; i < m; ++i) {
-      std::copy_n(hidden.f32() + rows[r0 + i] * C, C, h.f32() + i * C);
-      const int32_t w = targets[r0 + i];
-      STRETCH_CHECK(w >= 0 && w < w_.vocab_size, "target_nll: target " << w << " outside the vocabulary");
-      head_t.i32()[i] = head_target(w);
-    }
-    const Var hv(h);
-    {
-      Tensor lg = logits(0, hv).value();  // [m, c_0 + k − 1]
-      Tensor lse = Tensor::empty({m});
-      ops::cross_entropy_forward(nll + r0, lse.f32(), lg.f32(), head_t.i32(),
-                                 {.n = m, .v = lg.dim(1), .ignore_index = kNoIgnore});
-    }
-    const BandRoute route_m = route(w_.bands, targets.data() + r0, m);
-    for (int64_t b = 1; b < k; ++b) {
-      const Tensor& br = route_m.rows[static_cast<size_t>(b)];
-      const Tensor& local = route_m.local[static_cast<size_t>(b)];
-      const int64_t mb = br.numel(), sub = rows_for(w_.bands.size(b));
-      for (int64_t s0 = 0; s0 < mb; s0 += sub) {
-        const int64_t ms = std::min(sub, mb - s0);
-        Tensor sr = br.slice_rows(s0, ms), sl = local.slice_rows(s0, ms);
-        Tensor lg = logits(b, gather_rows(hv, sr)).value();  // [ms, size_b]
-        Tensor lse = Tensor::empty({ms}), nb = Tensor::empty({ms});
-        ops::cross_entropy_forward(nb.f32(), lse.f32(), lg.f32(), sl.i32(),
-                                   {.n = ms, .v = lg.dim(1), .ignore_index = kNoIgnore});
-        for (int64_t j = 0; j < ms; ++j) nll[r0 + sr.i64()[j]] += nb.f32()[j];
-      }
-    }
-  }
+  banded_target_nll(
+      hidden, rows, targets, nll, chunk_rows, w_.bands, w_.vocab_size, [&](const Var& x) { return logits(0, x); },
+      [&](int64_t b, const Var& x) { return logits(b, x); });
 }
 
 Tensor ProjectedAdaptiveSoftmax::log_scores(const Tensor& hidden) const {
