@@ -26,14 +26,9 @@ updates="${3:-40}"
 rounds="${4:-2}"
 lines="${5:-300}"
 V=267744
-venv="${STRETCH_FAIRSEQ_VENV:-$build/fairseq-venv}"
-wt="${STRETCH_DATA:-$root/../shared/data}/wikitext-103"
-[ -x "$venv/bin/fairseq-train" ] || { echo "adaptive_vs_fairseq: run tests/fairseq/setup_fairseq.sh first" >&2; exit 1; }
-stretch="$build/bin/stretch"
-[ -x "$stretch" ] || { echo "adaptive_vs_fairseq: no $stretch: build first" >&2; exit 1; }
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export PATH="$venv/bin:$PATH" OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
+name=adaptive_vs_fairseq
+# shellcheck source=bench/fairseq_common.sh
+source "$root/bench/fairseq_common.sh"
 
 head -n "$lines" "$wt/wiki.test.tokens" > "$work/test.txt"
 fairseq-preprocess --only-source --trainpref "$wt/wiki.valid.tokens" --destdir "$work/dict0" --workers 1 \

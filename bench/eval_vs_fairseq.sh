@@ -18,12 +18,9 @@ build="${1:-$root/build}"
 threads="${2:-1}"
 lines="${3:-600}"
 rounds="${4:-2}"
-venv="${STRETCH_FAIRSEQ_VENV:-$build/fairseq-venv}"
-wt="${STRETCH_DATA:-$root/../shared/data}/wikitext-103"
-[ -x "$venv/bin/fairseq-train" ] || { echo "eval_vs_fairseq: run tests/fairseq/setup_fairseq.sh first" >&2; exit 1; }
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export PATH="$venv/bin:$PATH" OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
+name=eval_vs_fairseq
+# shellcheck source=bench/fairseq_common.sh
+source "$root/bench/fairseq_common.sh"
 
 head -n "$lines" "$wt/wiki.test.tokens" > "$work/test.txt"
 fairseq-preprocess --only-source --trainpref "$wt/wiki.valid.tokens" --validpref "$work/test.txt" \
@@ -35,11 +32,11 @@ fairseq-train "$work/data-bin" --task language_modeling --arch transformer_lm_wi
   --max-tokens 2048 --max-update 1 --optimizer nag --lr 0.0001 --no-save-optimizer-state \
   --no-epoch-checkpoints --disable-validation --num-workers 0 --save-dir "$work/ck" > "$work/train.log" 2>&1 \
   || { tail -20 "$work/train.log" >&2; exit 1; }
-"$build/bin/stretch" import-fairseq "$work/ck/checkpoint_last.pt" --out "$work/model.stretch" \
+"$stretch" import-fairseq "$work/ck/checkpoint_last.pt" --out "$work/model.stretch" \
   --dict "$work/data-bin/dict.txt" | head -1
 flags=(--gen-subset valid --tokens-per-sample 512 --max-tokens 2048)
 for round in $(seq "$rounds"); do
-  "$build/bin/stretch" eval-lm "$work/data-bin" --path "$work/model.stretch" --threads "$threads" "${flags[@]}" \
+  "$stretch" eval-lm "$work/data-bin" --path "$work/model.stretch" --threads "$threads" "${flags[@]}" \
     2>&1 | grep -E "^Evaluated|^Loss" | sed "s/^/stretch $round: /"
   fairseq-eval-lm "$work/data-bin" --path "$work/ck/checkpoint_last.pt" --cpu --num-workers 0 "${flags[@]}" \
     2>&1 | grep -E "Evaluated|Loss \(base 2\)" | sed -E "s/^.*\| (Evaluated|Loss)/\1/; s/^/fairseq $round: /"
