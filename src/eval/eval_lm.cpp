@@ -266,6 +266,14 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
                      " is refused with --task truncated_bptt_lm: Transformer-XL-style models don't need a context "
                      "window",
                  "drop it and give the model memory instead: --model-overrides '{\"mem_len\":42}'");
+    // fairseq's TruncatedBPTTLMTask.get_batch_iterator takes num_shards/shard_id in **kwargs and
+    // drops them (its streams are split by the distributed world only), so fairseq-eval-lm scores
+    // the whole split on every shard. The same here, said once: combining such shards would count
+    // every token N times.
+    if (o.num_shards > 1)
+      log_warning("--num-shards " + std::to_string(o.num_shards) + " --shard-id " + std::to_string(o.shard_id) +
+                  " has no effect with --task truncated_bptt_lm (as in fairseq 0.12.2, whose truncated_bptt "
+                  "batch iterator drops them): this run scores the whole split; don't combine shards");
   } else if (o.protocol == EvalProtocol::KvCache) {
     if (o.stride > 0)
       fail_usage("--stride has no meaning with --kv-cache",
@@ -572,7 +580,8 @@ int run_eval_lm(const EvalLmConfig& cfg) {
       j["post_process"] = cfg.post_process;
       j["tokens"] = tokens;  // `count` is then the words fairseq's loss divides by
     }
-    if (o.num_shards > 1) j["shard"] = {{"num_shards", o.num_shards}, {"shard_id", o.shard_id}};
+    if (o.num_shards > 1 && r.protocol != EvalProtocol::TruncatedBptt)  // there the shards have no effect
+      j["shard"] = {{"num_shards", o.num_shards}, {"shard_id", o.shard_id}};
     j["byte_level"] = data.byte_level;
     if (data.byte_level) j["bits_per_byte"] = r.loss2;
     j["peak_rss_mb"] = peak_rss_mb();

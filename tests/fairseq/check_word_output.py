@@ -9,7 +9,8 @@ order, the same words, each ln p within 2e-5 of fairseq's and printed with 6 dec
 word-stats lines (word, count, is_bpe and next-word count equal; the sums within 1e-4 + 1e-5·|x|,
 written as Python's repr), the same "Evaluated N tokens" and a Loss within 2e-4 (4 decimals).
 With --live it reruns real fairseq on one case (all under STRETCH_LONG=1) and requires the
-committed lines back exactly (ln p values within 1e-6, which fairseq prints with 6 decimals):
+committed lines back (ln p values within 1e-5, fairseq prints 6 decimals: its ATen kernels are chosen by
+the CPU's vector width, and the fixtures, made on an AVX2 host, come back 4e-6 apart on an AVX-512 one):
 without the venv that is tests/oracle_skip.py (a failure under CI=true).
 Usage: check_word_output.py STRETCH_BINARY [--live FAIRSEQ_VENV]
 """
@@ -143,7 +144,7 @@ def main():
                 raise SystemExit(f"FAIL: fairseq-eval-lm {name} exited {p.returncode}:\n{p.stderr[-3000:]}")
             got = [x for x in json.loads(p.stdout) if not x.startswith("Evaluated ")]  # (timing)
             want = [x for x in expected[name]["lines"] if not x.startswith("Evaluated ")]
-            compare(name + " (real fairseq now vs committed)", want, got, 1e-6, failures)
+            compare(name + " (real fairseq now vs committed)", want, got, 1e-5, failures)
             if len(got) != len(want):
                 failures.append(f"{name}: real fairseq now logs {len(got)} lines, word_output.json {len(want)}")
     else:

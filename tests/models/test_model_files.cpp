@@ -26,6 +26,18 @@ const std::string kOld = kFixture + "/checkpoint_e369cbe.pt";
 
 nlohmann::json expected() { return nlohmann::json::parse(read_file(kFixture + "/expected.json")); }
 
+// The numbers e369cbe's binary printed for this build's vector width: its Release build is
+// -march=native, and 16-lane (AVX-512) sums round differently from 8-lane (AVX2) ones, so the
+// fixture holds both (README.md there); text and counts do not depend on it.
+nlohmann::json expected_numbers(const std::string& key) {
+  const nlohmann::json all = expected();
+#if defined(__AVX512F__)
+  return all.at("avx512").at(key);
+#else
+  return all.at(key);
+#endif
+}
+
 std::string text(const RunResult& r) { return r.out + r.err; }
 
 const std::vector<std::string> kTrainFlags = {
@@ -57,7 +69,7 @@ TEST(OldCheckpoint, EvaluatesToTheNumbersItsBinaryPrinted) {
                                    "--results-json", tmp / "r.json"});
   ASSERT_EQ(r.exit_code, 0) << text(r);
   const auto got = nlohmann::json::parse(read_file(tmp / "r.json"));
-  const auto want = expected().at("eval_lm_valid");
+  const auto want = expected_numbers("eval_lm_valid");
   expect_same_number(got.at("loss_base2").get<double>(), want.at("loss_base2").get<double>(), "loss_base2");
   expect_same_number(got.at("nll_sum_nats").get<double>(), want.at("nll_sum_nats").get<double>(), "nll_sum_nats");
   EXPECT_EQ(got.at("count"), want.at("count"));
@@ -66,7 +78,7 @@ TEST(OldCheckpoint, EvaluatesToTheNumbersItsBinaryPrinted) {
                                     "--kv-cache", "--tokens-per-sample", "8", "--results-json", tmp / "kv.json"});
   ASSERT_EQ(kv.exit_code, 0) << text(kv);
   expect_same_number(nlohmann::json::parse(read_file(tmp / "kv.json")).at("loss_base2").get<double>(),
-                     expected().at("eval_lm_valid_kv_cache_L8").at("loss_base2").get<double>(), "kv-cache loss_base2");
+                     expected_numbers("eval_lm_valid_kv_cache_L8").at("loss_base2").get<double>(), "kv-cache loss_base2");
 }
 
 TEST(OldCheckpoint, GeneratesTheSameTextAndNeedsTheDataDirectory) {
@@ -91,7 +103,7 @@ TEST(OldCheckpoint, ResumesExactlyAndTheNewFileCarriesItsDictionary) {
   std::vector<nlohmann::json> updates;
   for (const auto& j : json_lines(r.out))
     if (j.contains("loss")) updates.push_back(j);
-  const auto want = expected().at("resume_to_4");
+  const auto want = expected_numbers("resume_to_4");
   ASSERT_EQ(updates.size(), want.size()) << r.out;
   for (size_t i = 0; i < updates.size(); ++i) {
     EXPECT_EQ(updates[i].at("num_updates"), want[i].at("num_updates"));

@@ -159,6 +159,17 @@ TEST(BpttTask, KillNineResumeContinuesBitIdenticallyWithMemory) {
   const nlohmann::json j = nlohmann::json::parse(read_file(dir / "e.json"));
   EXPECT_EQ(j.at("count").get<int64_t>(), scored);
   EXPECT_NE(e.out.find("Evaluated " + std::to_string(steps * 2 * 16) + " tokens"), std::string::npos) << e.out;
+  // --num-shards is dropped by fairseq's truncated_bptt batch iterator: the whole split, with a warning.
+  const RunResult sharded = run_stretch({"eval-lm", data, "--path", ckpt, "--task", "truncated_bptt_lm",
+                                         "--batch-size", "2", "--tokens-per-sample", "16", "--gen-subset", "valid",
+                                         "--num-shards", "2", "--shard-id", "1", "--results-json", dir / "s.json"});
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.err;
+  EXPECT_NE(sharded.err.find("--num-shards 2 --shard-id 1 has no effect with --task truncated_bptt_lm"),
+            std::string::npos)
+      << sharded.err;
+  const nlohmann::json js = nlohmann::json::parse(read_file(dir / "s.json"));
+  EXPECT_EQ(js.at("count"), j.at("count"));
+  EXPECT_EQ(js.at("loss_base2"), j.at("loss_base2"));
   const RunResult bad = run_stretch({"eval-lm", data, "--path", ckpt, "--task", "truncated_bptt_lm", "--batch-size",
                                      "2", "--tokens-per-sample", "16", "--context-window", "8"});
   EXPECT_EQ(bad.exit_code, 2);
