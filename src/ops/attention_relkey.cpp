@@ -5,6 +5,16 @@
 #include <algorithm>
 
 namespace stretch::ops::attn {
+namespace {
+
+// Whether R's elements lie farther apart than its rows: then the packs are filled (and the gradient
+// written back) element by element along the distances, the contiguous direction.
+bool by_element(const RelKeyStrides& st) {
+  const auto mag = [](int64_t v) { return v < 0 ? -v : v; };
+  return mag(st.elem) > mag(st.row);
+}
+
+}  // namespace
 
 RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g) {
   RelKeySetup rs;
@@ -27,11 +37,29 @@ RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g) {
   const bool backward = g != nullptr;
   rs.rt.assign(static_cast<size_t>(rs.hr * rs.d * rs.ncols), 0.f);
   if (backward) rs.rrow.assign(rs.rt.size(), 0.f);
-  for (int64_t h = 0; h < rs.hr; ++h)
+  // Whether distance dist has a row of R (keys at other distances are never visible: attention_check).
+  const auto visible = [&](int64_t dist) {
+    const int64_t n = attention_relkey_row(p, dist);
+    return n >= 0 && n < rk.rows;
+  };
+  for (int64_t h = 0; h < rs.hr; ++h) {
+    if (by_element(st)) {
+      // R's elements of one row are far apart (Adaptive Span's key_pe [D, L]: elem stride L, row
+      // stride −1): walk each element's run over the distances, which is contiguous, instead of
+      // D loads L floats apart per distance (on one L1 set when L·4 is a multiple of 4 KiB).
+      for (int64_t x = 0; x < rs.d; ++x)
+        for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
+          if (!visible(dist)) continue;
+          const float val = rk.r[attention_relkey_row(p, dist) * st.row + h * st.head + x * st.elem];
+          const int64_t c = kRelPad + dist;
+          rs.rt[(h * rs.d + x) * rs.ncols + c] = val;
+          if (backward) rs.rrow[(h * rs.ncols + c) * rs.d + x] = val;
+        }
+      continue;
+    }
     for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
-      const int64_t n = attention_relkey_row(p, dist);
-      if (n < 0 || n >= rk.rows) continue;  // never visible (attention_check)
-      const float* row = rk.r + n * st.row + h * st.head;
+      if (!visible(dist)) continue;
+      const float* row = rk.r + attention_relkey_row(p, dist) * st.row + h * st.head;
       const int64_t c = kRelPad + dist;
       for (int64_t x = 0; x < rs.d; ++x) {
         const float val = row[x * st.elem];
@@ -39,6 +67,7 @@ RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g) {
         if (backward) rs.rrow[(h * rs.ncols + c) * rs.d + x] = val;
       }
     }
+  }
   return rs;
 }
 
@@ -66,8 +95,12 @@ void relkey_scatter_grad(const RelKeySetup& rs, const AttentionParams& p, const 
   if (!rs.learn_r) return;
   const RelKeyStrides st = attention_relkey_strides(p);
   const int64_t per_group = H / rs.hr;  // heads summed into one R (all of them when Shared)
+  // by_element: each distance's sums go to a [D, ncols] buffer first and are then added to R one
+  // element's contiguous run at a time (see relkey_setup); the same sums in the same order.
+  const bool transpose = by_element(st);
   std::vector<double> acc(static_cast<size_t>(D));
-  for (int64_t g = 0; g < rs.hr; ++g)
+  std::vector<float> sums(transpose ? static_cast<size_t>(D * rs.ncols) : 0);
+  for (int64_t g = 0; g < rs.hr; ++g) {
     for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
       const int64_t n = attention_relkey_row(p, dist);
       if (n < 0 || n >= p.relkey.rows) continue;
@@ -79,9 +112,21 @@ void relkey_scatter_grad(const RelKeySetup& rs, const AttentionParams& p, const 
           const float* src = part.dr.data() + (bh * rs.ncols + c) * D;
           for (int64_t x = 0; x < D; ++x) acc[x] += src[x];
         }
+      if (transpose) {
+        for (int64_t x = 0; x < D; ++x) sums[x * rs.ncols + c] = static_cast<float>(acc[x]);
+        continue;
+      }
       float* dst = extra.drel_r + n * st.row + g * st.head;
       for (int64_t x = 0; x < D; ++x) dst[x * st.elem] += static_cast<float>(acc[x]);
     }
+    if (!transpose) continue;
+    for (int64_t x = 0; x < D; ++x)
+      for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
+        const int64_t n = attention_relkey_row(p, dist);
+        if (n < 0 || n >= p.relkey.rows) continue;
+        extra.drel_r[n * st.row + g * st.head + x * st.elem] += sums[x * rs.ncols + kRelPad + dist];
+      }
+  }
 }
 
 }  // namespace stretch::ops::attn

@@ -6,8 +6,10 @@ as recorded in expected.json: the Loss (base 2) line as printed (4 decimals) ide
 1e-4 relative at full precision, the "Evaluated N tokens" figure (fairseq's B·T per step) and the
 scored-token count equal, and every token's NLL within 2e-5 nats (fairseq logs ln p to 6
 decimals), in fairseq's order (step by step, row by row). Each .pt is read directly (converted in
-memory) and through `stretch import-fairseq` (the b2 cases; all under STRETCH_LONG=1). Cases: spans per head, per layer (adapt_span_layer)
-and fp16 weights; batch 8 / 2 / 4 and blocks 32 / 16 (the span cache carried over up to 15 steps).
+memory) and through `stretch import-fairseq` (the b2 cases; all under STRETCH_LONG=1). Cases: spans
+per head, per layer (adapt_span_layer), fp16 weights and an argparse-era file (span_args: an `args`
+Namespace instead of `cfg`); batch 8 / 2 / 4 and blocks 32 / 16 (the span cache carried over up to
+15 steps).
 Bad input: `--pos alibi` on an adaptive_span file is a usage error naming --pos, nothing written.
 Needs no oracle (the expectations are committed). With --live VENV it also reruns real fairseq
 on one case (expected.json must still be what fairseq computes) and checks the way back:
@@ -26,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.append(os.path.join(HERE, ".."))
 FIX = os.path.join(HERE, "..", "fixtures", "fairseq_span")
 DATA = os.path.join(HERE, "..", "fixtures", "fairseq", "data-bin")
-NAMES = ["span_head", "span_layer", "span_fp16"]
+NAMES = ["span_head", "span_layer", "span_fp16", "span_args"]
 LONG = os.environ.get("STRETCH_LONG") == "1"
 
 
@@ -139,7 +141,7 @@ def main():
                     if label == "direct .pt" and "converted in memory" not in log:
                         failures.append(f"{case}: no line saying the .pt was converted in memory")
                     worst = max(worst, compare(f"{case} ({label})", r, nll, log, exp, failures))
-            if checked != (2 * len(expected) if LONG else len(expected) + len(NAMES)) or len(expected) != 9:
+            if checked != (2 * len(expected) if LONG else len(expected) + len(NAMES)) or len(expected) != 12:
                 failures.append(f"only {checked} comparisons over {len(expected)} cases ran")
             # --pos alibi is for the ALiBi fork's transformer_lm files: a usage error here, nothing written.
             bad = os.path.join(tmp, "bad.stretch")
