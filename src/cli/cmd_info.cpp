@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "core/threads.h"
@@ -36,6 +37,13 @@ void describe_checkpoint(const std::string& path) {
             << "model: " << m.model.dump() << "\n"
             << "parameters: " << params << ", optimizer state values: " << optimizer_values << "\n"
             << "dictionary hash: " << m.dict_hash << (m.dictionary.empty() ? " (dictionary not stored)" : "") << "\n";
+  if (auto it = m.file.metadata.find("optimizer"); it != m.file.metadata.end()) {
+    // The optimizer's name and its hyperparameters as saved (optim/optimizer.h state_dict()).
+    const nlohmann::json o = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (o.is_object() && o.contains("optimizer") && o["optimizer"].is_string())
+      std::cout << "optimizer: " << o["optimizer"].get<std::string>() << " "
+                << (o.contains("config") ? o["config"].dump() : std::string("{}")) << "\n";
+  }
   if (m.format == models::kCheckpointFormat)
     std::cout << "train state: " << train::read_checkpoint(path).state.to_json().dump() << "\n";
   else

@@ -163,6 +163,15 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--adam-betas", o.adam_betas)->capture_default_str();
   sub.add_option("--adam-eps", o.adam_eps)->capture_default_str();
   sub.add_option("--adagrad-clip", o.adagrad_clip);
+  sub.add_option("--adafactor-eps", o.adafactor_eps, "adafactor: \"(eps1, eps2)\": eps1 added to g^2, eps2 the floor of "
+                 "the parameter RMS (--scale-parameter)")->capture_default_str();
+  sub.add_option("--clip-threshold", o.clip_threshold, "adafactor: clip the update's RMS to this (> 0)")->capture_default_str();
+  sub.add_option("--decay-rate", o.decay_rate, "adafactor: beta2 of step t is 1 - t^decay_rate (< 0)")->capture_default_str();
+  sub.add_option("--beta1", o.beta1, "adafactor: first-moment beta in [0, 1) (default: none, no first moment)");
+  sub.add_flag("--scale-parameter", o.scale_parameter, "adafactor: scale the lr by max(eps2, RMS of the parameter)");
+  sub.add_flag("--relative-step", o.relative_step,
+               "adafactor: lr = min(1e-2, 1/sqrt(t)) instead of the schedule's (do not give --lr with it)");
+  sub.add_flag("--warmup-init", o.warmup_init, "adafactor with --relative-step: lr = min(1e-6 t, 1/sqrt(t))");
   add_enum_option(sub, "--lr-scheduler", o.lr_scheduler, optim::kSchedulerKindCount, optim::scheduler_kind_name);
   sub.add_option("--warmup-updates", o.warmup_updates)->transform(int_at_least(0, "0: no warmup"));
   sub.add_option("--warmup-init-lr", o.warmup_init_lr);
@@ -265,6 +274,7 @@ void add_train(CLI::App& sub, Runner& run) {
     }
     // The schedule's flags (e.g. triangular without --max-lr) checked before the data is read.
     train::make_scheduler(c);
+    train::make_optimizer(c.optim);  // and the optimizer's (e.g. --clip-threshold 0, --beta1 without adafactor)
     return train::run_training(c);
   };
 }

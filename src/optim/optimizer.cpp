@@ -25,6 +25,7 @@ constexpr KindName kKindNames[] = {
     {OptimizerKind::Nag, "nag"},         {OptimizerKind::Sgd, "sgd"},
     {OptimizerKind::Adam, "adam"},       {OptimizerKind::AdamW, "adamw"},
     {OptimizerKind::Adagrad, "adagrad"}, {OptimizerKind::AdagradWithGradClip, "adagrad_with_grad_clip"},
+    {OptimizerKind::Adafactor, "adafactor"},
 };
 static_assert(std::size(kKindNames) == kOptimizerKindCount, "every OptimizerKind needs a name");
 
@@ -46,20 +47,32 @@ std::string trim(std::string_view s) {
 // ---------------------------------------------------------------------------------------
 // Optimizer base
 
+std::vector<Optimizer::SlotSpec> Optimizer::slot_layout(const OptimParam& p) const {
+  std::vector<SlotSpec> out;
+  for (auto& n : slot_names()) out.push_back({n, p.numel});
+  return out;
+}
+
 Optimizer::ParamState& Optimizer::state_for(const OptimParam& p) {
   auto [it, fresh] = state_.try_emplace(p.name);
   ParamState& st = it->second;
+  const auto layout = slot_layout(p);
+  STRETCH_CHECK(layout.size() <= std::size(st.slot), "optimizer: " << layout.size() << " state slots");
   if (fresh) {
     st.numel = p.numel;
-    const size_t nslots = slot_names().size();
-    for (size_t s = 0; s < nslots; ++s) {
-      st.slot[s] = Tensor::empty({p.numel});
+    for (size_t s = 0; s < layout.size(); ++s) {
+      st.slot_name.push_back(layout[s].name);
+      st.slot[s] = Tensor::empty({layout[s].numel});
       const float init = slot_init(static_cast<int>(s));
       if (init == 0.0f) st.slot[s].zero_(); else st.slot[s].fill_(init);
     }
   }
   STRETCH_CHECK(st.numel == p.numel, "parameter '" << p.name << "' has " << p.numel
                                                    << " elements but its optimizer state has " << st.numel);
+  for (size_t s = 0; s < layout.size(); ++s)
+    STRETCH_CHECK(s < st.slot_name.size() && st.slot_name[s] == layout[s].name && st.slot[s].numel() == layout[s].numel,
+                  "parameter '" << p.name << "': its optimizer state slot '" << layout[s].name
+                                << "' does not fit its shape (the shape changed between steps)");
   STRETCH_CHECK(st.last_call != calls_, "parameter '" << p.name << "' passed twice to one optimizer step "
                                                       "(pass a tied parameter once)");
   st.last_call = calls_;
@@ -88,11 +101,10 @@ int64_t Optimizer::step_count(const std::string& name) const {
 
 OptimizerState Optimizer::state_dict() const {
   OptimizerState out;
-  const auto slots = slot_names();
   nlohmann::json steps = nlohmann::json::object();
   for (const auto& [name, st] : state_) {
     steps[name] = st.step;
-    for (size_t s = 0; s < slots.size(); ++s) out.tensors.emplace_back(name + "." + slots[s], st.slot[s]);
+    for (size_t s = 0; s < st.slot_name.size(); ++s) out.tensors.emplace_back(name + "." + st.slot_name[s], st.slot[s]);
   }
   out.scalars = {{"optimizer", optimizer_kind_name(kind())}, {"version", kStateFormatVersion}, {"steps", steps}};
   // The hyperparameters are recorded for the reader; on load the current config wins
@@ -119,7 +131,6 @@ void Optimizer::load_state_dict(const OptimizerState& in, std::span<const OptimP
   if (!sc.contains("steps") || !sc["steps"].is_object())
     fail_input(src, "optimizer state has no \"steps\" object", reset_hint);
   const nlohmann::json& steps = sc["steps"];
-  const auto slots = slot_names();
 
   std::map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : in.tensors) {
@@ -139,18 +150,21 @@ void Optimizer::load_state_dict(const OptimizerState& in, std::span<const OptimP
       ParamState st;
       st.step = js.get<int64_t>();
       st.numel = p.numel;
+      const auto slots = slot_layout(p);
       for (size_t s = 0; s < slots.size(); ++s) {
-        const std::string tname = p.name + "." + slots[s];
+        const std::string tname = p.name + "." + slots[s].name;
+        const int64_t want = slots[s].numel;
         auto it = by_name.find(tname);
         if (it == by_name.end()) fail_input(src, "optimizer state tensor '" + tname + "' is missing", reset_hint);
         const Tensor& t = *it->second;
-        if (!t.defined() || t.dtype() != DType::F32 || t.numel() != p.numel)
+        if (!t.defined() || t.dtype() != DType::F32 || t.numel() != want)
           fail_input(src, "optimizer state tensor '" + tname + "' is " +
                               (t.defined() ? std::string(dtype_name(t.dtype())) + " " + t.shape().str() : std::string("undefined")) +
-                              " but parameter '" + p.name + "' needs F32 with " + std::to_string(p.numel) + " elements",
+                              " but parameter '" + p.name + "' needs F32 with " + std::to_string(want) + " elements",
                      reset_hint);
-        st.slot[s] = Tensor::empty({p.numel});
-        st.slot[s].copy_from(t.view({p.numel}));
+        st.slot_name.push_back(slots[s].name);
+        st.slot[s] = Tensor::empty({want});
+        st.slot[s].copy_from(t.view({want}));
         used.insert(tname);
       }
       fresh.emplace(p.name, std::move(st));
@@ -208,6 +222,24 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
       if (c.kind == OptimizerKind::Adagrad && c.adagrad_clip != 0)
         fail_usage("--adagrad-clip is only used by --optimizer adagrad_with_grad_clip");
       return detail::make_adagrad(c);
+    case OptimizerKind::Adafactor:
+      // fairseq's Adafactor.__init__ refuses warmup_init without relative_step; the others are
+      // values fairseq would take and turn into NaN or a division by zero.
+      need(std::isfinite(c.adafactor_eps1) && c.adafactor_eps1 >= 0, "--adafactor-eps eps1", c.adafactor_eps1,
+           "finite and >= 0 (it is added to g^2)");
+      need(std::isfinite(c.adafactor_eps2) && c.adafactor_eps2 >= 0, "--adafactor-eps eps2", c.adafactor_eps2,
+           "finite and >= 0 (the floor of the parameter RMS)");
+      need(std::isfinite(c.clip_threshold) && c.clip_threshold > 0, "--clip-threshold", c.clip_threshold,
+           "finite and > 0 (the bound of the update's RMS)");
+      need(std::isfinite(c.decay_rate) && c.decay_rate < 0, "--decay-rate", c.decay_rate,
+           "< 0 (beta2 of step t is 1 - t^decay_rate; fairseq's default -0.8)");
+      if (c.adafactor_beta1)
+        need(*c.adafactor_beta1 >= 0 && *c.adafactor_beta1 < 1, "--beta1", *c.adafactor_beta1,
+             "in [0, 1) (leave it out for no first moment)");
+      if (c.warmup_init && !c.relative_step)
+        fail_usage("--warmup-init requires --relative-step (fairseq: \"warmup_init requires relative_step=True\")",
+                   "add --relative-step, or drop --warmup-init");
+      return detail::make_adafactor(c);
   }
   fail_usage("unknown optimizer kind");
 }
@@ -233,6 +265,17 @@ std::vector<double> parse_float_list(std::string_view flag, std::string_view tex
     pos = comma + 1;
   }
   return out;
+}
+
+std::pair<double, double> parse_adafactor_eps(std::string_view text) {
+  auto v = parse_float_list("--adafactor-eps", text);
+  if (v.size() != 2)
+    fail_usage("--adafactor-eps \"" + std::string(text) + "\": needs two numbers, got " + std::to_string(v.size()),
+               "e.g. --adafactor-eps \"(1e-30, 1e-3)\" (fairseq's default)");
+  for (double e : v)
+    if (!(e >= 0))
+      fail_usage("--adafactor-eps \"" + std::string(text) + "\": each eps must be >= 0");
+  return {v[0], v[1]};
 }
 
 std::pair<double, double> parse_adam_betas(std::string_view text) {

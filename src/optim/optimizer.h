@@ -9,7 +9,8 @@
 //    once per step (a tied parameter is one parameter); a repeated name is an error.
 //  * lr is the learning rate of THIS update: the trainer passes LrSchedule::lr_at(n) for
 //    update n+1 (optim/lr_scheduler.h). Optimizers never schedule.
-//  * state_dict() gives named fp32 tensors "<param name>.<slot>" (shape [N], N = numel) plus
+//  * state_dict() gives named fp32 tensors "<param name>.<slot>" (shape [N], N = numel;
+//    adafactor's factored rows/columns are [numel/C] and [numel/R], flattened) plus
 //    JSON scalars; the trainer stores both in the checkpoint (tensors under a prefix of its
 //    choice, scalars in __metadata__ as a JSON string). load_state_dict() validates kind,
 //    names and sizes and fails with one clear message on any mismatch.
@@ -31,6 +32,9 @@
 //  adagrad_with_grad_clip  fairseq examples/adaptive_span (REFERENCE §5.5): adagrad whose
 //             clr is scaled by clip / (‖d‖₂ + 1e-10) when ‖d‖₂ (this tensor only) > clip
 //             (clip = --adagrad-clip > 0); the accumulator gets the UNclipped d.
+//  adafactor  fairseq's Adafactor (fairseq/optim/adafactor.py), optim/adafactor.cpp: factored
+//             second moments over the last two dims of OptimParam::shape (rank ≥ 2), the RMS
+//             update clip, optional first moment, relative step and parameter scaling.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -54,10 +58,13 @@ struct OptimParam {
   float* value;          // [N]
   float* grad;           // [N]
   int64_t numel;         // N
+  // fairseq's (PyTorch's) shape of the parameter, e.g. [out, in] for a Linear weight, [V, C]
+  // for an embedding; empty = [N]. Only adafactor reads it (it factors the last two dims).
+  std::vector<int64_t> shape = {};
 };
 
-enum class OptimizerKind { Nag, Sgd, Adam, AdamW, Adagrad, AdagradWithGradClip };
-inline constexpr int kOptimizerKindCount = 6;
+enum class OptimizerKind { Nag, Sgd, Adam, AdamW, Adagrad, AdagradWithGradClip, Adafactor };
+inline constexpr int kOptimizerKindCount = 7;
 
 // Typed optimizer config (fairseq flag in the comment). Unset optionals take the kind's
 // default: momentum 0.99 for nag, 0 for sgd; eps 1e-8 for adam/adamw, 1e-10 for adagrad*.
@@ -71,6 +78,15 @@ struct OptimizerConfig {
   double adagrad_clip = 0.0;                  // --adagrad-clip (adagrad_with_grad_clip)
   double lr_decay = 0.0;                      // torch.optim.Adagrad lr_decay (adagrad*)
   double initial_accumulator_value = 0.0;     // torch.optim.Adagrad (adagrad*)
+  // adafactor (fairseq's FairseqAdafactor flags and defaults)
+  double adafactor_eps1 = 1e-30;              // --adafactor-eps "(eps1, eps2)": added to g²
+  double adafactor_eps2 = 1e-3;               //   ... and the floor of the parameter RMS
+  double clip_threshold = 1.0;                // --clip-threshold: the update's RMS bound (> 0)
+  double decay_rate = -0.8;                   // --decay-rate: β2(t) = 1 − t^decay_rate (< 0)
+  std::optional<double> adafactor_beta1 = {}; // --beta1: first moment (unset: none)
+  bool scale_parameter = false;               // --scale-parameter
+  bool relative_step = false;                 // --relative-step: lr = min(1e-2, 1/sqrt(t)), not the schedule's
+  bool warmup_init = false;                   // --warmup-init (needs relative_step): min(1e-6·t, 1/sqrt(t))
 };
 
 // Optimizer state as it goes into a checkpoint.
@@ -108,11 +124,18 @@ class Optimizer {
   struct ParamState {
     int64_t step = 0;      // updates applied so far (torch's state["step"])
     int64_t numel = 0;
-    Tensor slot[2];        // [N] each; slot_names() says which are used
+    Tensor slot[3];        // [slot_layout(p)[s].numel] each
+    std::vector<std::string> slot_name;  // slot_layout(p)'s names, in order
     uint64_t last_call = 0;
   };
-  // Slot names of this kind, in order (0, 1 or 2 of them).
+  struct SlotSpec {
+    std::string name;
+    int64_t numel;         // elements of the slot (the parameter's N for all but adafactor's factors)
+  };
+  // Slot names of this kind, in order (0, 1 or 2 of them), each [N].
   virtual std::vector<std::string> slot_names() const = 0;
+  // The slots of parameter p (at most 3): by default slot_names(), each with p.numel elements.
+  virtual std::vector<SlotSpec> slot_layout(const OptimParam& p) const;
   // Per-parameter update; st.step has already been incremented. lr is this update's rate.
   virtual void update(const OptimParam& p, ParamState& st, double lr) = 0;
   // Called once per step() before/after the per-parameter updates (NAG's lr_old).
@@ -135,7 +158,7 @@ class Optimizer {
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
 
 // Names as fairseq's --optimizer spells them: nag, sgd, adam, adamw, adagrad,
-// adagrad_with_grad_clip.
+// adagrad_with_grad_clip, adafactor.
 const char* optimizer_kind_name(OptimizerKind kind);
 OptimizerKind parse_optimizer_kind(std::string_view name);  // fail_usage on an unknown name
 
@@ -145,5 +168,8 @@ std::pair<double, double> parse_adam_betas(std::string_view text);
 // A fairseq float list flag (--lr "0.25" or "0.25,0.1"): comma separated, optional
 // brackets. `flag` names the flag in errors.
 std::vector<double> parse_float_list(std::string_view flag, std::string_view text);
+
+// fairseq --adafactor-eps "(1e-30, 1e-3)" (fairseq eval()s it): two finite numbers >= 0.
+std::pair<double, double> parse_adafactor_eps(std::string_view text);
 
 }  // namespace stretch::optim

@@ -35,5 +35,6 @@ std::unique_ptr<Optimizer> make_nag(const OptimizerConfig& config);
 std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& config);
 std::unique_ptr<Optimizer> make_adam(const OptimizerConfig& config);   // adam and adamw
 std::unique_ptr<Optimizer> make_adagrad(const OptimizerConfig& config);  // both adagrads
+std::unique_ptr<Optimizer> make_adafactor(const OptimizerConfig& config);
 
 }  // namespace stretch::optim::detail

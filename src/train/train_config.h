@@ -3,6 +3,7 @@
 // checkpoint next to the model config and printed by --dump-config.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ struct OptimSettings {
   std::string adam_betas = "(0.9, 0.999)";
   double adam_eps = 1e-8;
   double adagrad_clip = 0.0;
+  // adafactor (fairseq's FairseqAdafactor flags and defaults)
+  std::string adafactor_eps = "(1e-30, 1e-3)";
+  double clip_threshold = 1.0;
+  double decay_rate = -0.8;
+  std::optional<double> beta1 = {};   // unset: no first moment
+  bool scale_parameter = false;
+  bool relative_step = false;
+  bool warmup_init = false;
   optim::SchedulerKind lr_scheduler = optim::SchedulerKind::Fixed;  // --lr-scheduler (optim/lr_scheduler.h)
   int64_t warmup_updates = 0;
   double warmup_init_lr = -1;         // < 0: scheduler default

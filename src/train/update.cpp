@@ -14,7 +14,7 @@ namespace stretch::train {
 std::vector<optim::OptimParam> optim_params(models::LanguageModel& model) {
   std::vector<optim::OptimParam> out;
   for (const auto& [name, var] : model.params().items())
-    out.push_back({name, var.data(), var.grad_data(), var.numel()});
+    out.push_back({name, var.data(), var.grad_data(), var.numel(), var.shape().dims()});
   return out;
 }
 

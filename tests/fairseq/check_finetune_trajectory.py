@@ -11,6 +11,11 @@ Checked per update: the loss (base 2) within 1e-3 relative — fairseq's JSON lo
 decimals (±5e-4 absolute, ≤ 7e-5 relative at these losses of ~7 bits) and float32 sums of two
 implementations drift over 20 updates; measured ≤ 8e-5 — and the learning rate within 1e-4
 relative (fairseq prints 6 significant digits). Without the oracle venv: tests/oracle_skip.py.
+
+A second run swaps the optimizer for `--optimizer adafactor --beta1 0.9 --weight-decay 0.01
+--lr 0.01` (factored second moments on every matrix, the first moment, weight decay; the lr from
+the cosine schedule), same tolerances: stretch's Adafactor equals fairseq's class within ~1e-7
+per update (tests/fairseq/check_adafactor.py), so the trajectories drift as the NAG ones do.
 Usage: check_finetune_trajectory.py STRETCH_BINARY FAIRSEQ_VENV
 """
 import json
@@ -33,6 +38,17 @@ FLAGS = ("--task language_modeling --arch transformer_lm_wiki103 --cpu --seed 1 
          "--warmup-init-lr 1e-07 --max-update 20 --no-save --log-format json --log-interval 1 "
          "--disable-validation --num-workers 0 --finetune-from-model adaptive_tied.pt").split()
 UPDATES = 20
+# (name, flags replacing "--optimizer nag --lr 0.05")
+OPTIMIZERS = [("nag", []),
+              ("adafactor", "--optimizer adafactor --beta1 0.9 --weight-decay 0.01 --lr 0.01".split())]
+
+
+def flags_for(opt_flags):
+    if not opt_flags:
+        return list(FLAGS)
+    i = FLAGS.index("--optimizer")
+    assert FLAGS[i:i + 4] == ["--optimizer", "nag", "--lr", "0.05"], FLAGS[i:i + 4]
+    return FLAGS[:i] + opt_flags + FLAGS[i + 4:]
 
 
 def trajectory(cmd, log_name):
@@ -53,27 +69,35 @@ def main():
         oracle_skip.missing("fairseq", install="tests/fairseq/setup_fairseq.sh (makes " + venv + ")",
                             detail="real fairseq-train")
     failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        env_py = os.path.join(venv, "bin", "fairseq-train")
-        fs, _ = trajectory([env_py, "data-bin"] + FLAGS + ["--save-dir", os.path.join(tmp, "fs")], "fairseq-train")
-        st, log = trajectory([stretch, "train", "data-bin"] + FLAGS +
-                             ["--pos", "sinusoidal", "--log-full-precision", "--save-dir", os.path.join(tmp, "st")],
-                             "stretch train")
-        if "fairseq weights only" not in log:
-            failures.append("stretch did not say that only the fairseq weights were taken")
-    if len(fs) != UPDATES or len(st) != UPDATES:
-        failures.append(f"{len(fs)} fairseq and {len(st)} stretch updates logged, expected {UPDATES} each")
-    worst = 0.0
-    for (fu, fl, flr), (su, sl, slr) in zip(fs, st):
-        rel = abs(sl - fl) / abs(fl)
-        worst = max(worst, rel)
-        print(f"update {fu:2d}: fairseq loss {fl:.3f} lr {flr:g} | stretch loss {sl:.6f} lr {slr:.6g} | rel {rel:.1e}")
-        if fu != su or rel > 1e-3 or abs(slr - flr) > 1e-4 * flr:
-            failures.append(f"update {fu}/{su}: loss {sl!r} vs fairseq {fl!r} (rel {rel:.1e}), lr {slr!r} vs {flr!r}")
+    worst = {}
+    for name, opt_flags in OPTIMIZERS:
+        flags = flags_for(opt_flags)
+        with tempfile.TemporaryDirectory() as tmp:
+            env_py = os.path.join(venv, "bin", "fairseq-train")
+            fs, _ = trajectory([env_py, "data-bin"] + flags + ["--save-dir", os.path.join(tmp, "fs")], "fairseq-train")
+            st, log = trajectory([stretch, "train", "data-bin"] + flags +
+                                 ["--pos", "sinusoidal", "--log-full-precision", "--save-dir", os.path.join(tmp, "st")],
+                                 "stretch train")
+            if "fairseq weights only" not in log:
+                failures.append(f"{name}: stretch did not say that only the fairseq weights were taken")
+        if len(fs) != UPDATES or len(st) != UPDATES:
+            failures.append(f"{name}: {len(fs)} fairseq and {len(st)} stretch updates logged, expected {UPDATES} each")
+        worst[name] = 0.0
+        for (fu, fl, flr), (su, sl, slr) in zip(fs, st):
+            rel = abs(sl - fl) / abs(fl)
+            worst[name] = max(worst[name], rel)
+            print(f"{name} update {fu:2d}: fairseq loss {fl:.3f} lr {flr:g} | stretch loss {sl:.6f} lr {slr:.6g} | "
+                  f"rel {rel:.1e}")
+            if fu != su or rel > 1e-3 or abs(slr - flr) > 1e-4 * flr:
+                failures.append(f"{name} update {fu}/{su}: loss {sl!r} vs fairseq {fl!r} (rel {rel:.1e}), "
+                                f"lr {slr!r} vs {flr!r}")
+        if fs and fs[-1][1] >= fs[0][1]:
+            failures.append(f"{name}: fairseq's loss did not fall ({fs[0][1]} -> {fs[-1][1]}): the case tests nothing")
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
         return 1
-    print(f"OK: {UPDATES} updates continued from a fairseq checkpoint follow fairseq-train (worst rel {worst:.1e})")
+    print(f"OK: {UPDATES} updates continued from a fairseq checkpoint follow fairseq-train (worst rel " +
+          ", ".join(f"{k} {v:.1e}" for k, v in worst.items()) + ")")
     return 0
 
 

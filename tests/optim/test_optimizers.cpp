@@ -26,7 +26,8 @@ constexpr double kF32Tol = 1e-6;
 struct Param {
   std::string name;
   std::vector<float> value, grad;
-  OptimParam view() { return {name, value.data(), grad.data(), static_cast<int64_t>(value.size())}; }
+  std::vector<int64_t> shape = {};  // empty: [N] (adafactor factors rank >= 2)
+  OptimParam view() { return {name, value.data(), grad.data(), static_cast<int64_t>(value.size()), shape}; }
 };
 
 void step1(Optimizer& opt, Param& p, std::vector<float> grad, double lr) {
@@ -268,7 +269,7 @@ TEST(Nag, LargeTensorMatchesPerElementFormula) {
 TEST(Optimizer, SameBitsForAnyThreadCount) {
   const int64_t n = 100003;
   for (auto kind : {OptimizerKind::Nag, OptimizerKind::Sgd, OptimizerKind::Adam, OptimizerKind::AdamW,
-                    OptimizerKind::Adagrad, OptimizerKind::AdagradWithGradClip}) {
+                    OptimizerKind::Adagrad, OptimizerKind::AdagradWithGradClip, OptimizerKind::Adafactor}) {
     std::vector<float> result[2];
     const int threads[2] = {1, 3};
     const int saved = omp_get_max_threads();
@@ -297,6 +298,7 @@ TEST(Optimizer, SameBitsForAnyThreadCount) {
 std::vector<Param> make_params() {
   std::vector<Param> ps{{"decoder.embed_tokens.weight", std::vector<float>(37), {}},
                         {"decoder.layers.0.fc1.bias", std::vector<float>(5), {}},
+                        {"decoder.layers.0.fc1.weight", std::vector<float>(12), {}, {3, 4}},
                         {"decoder.empty", {}, {}}};
   for (auto& p : ps) {
     p.grad.resize(p.value.size());
@@ -320,6 +322,7 @@ OptimizerConfig config_for(OptimizerKind k) {
   OptimizerConfig c{.kind = k, .weight_decay = 0.01};
   if (k == OptimizerKind::Sgd) c.momentum = 0.9;
   if (k == OptimizerKind::AdagradWithGradClip) c.adagrad_clip = 0.5;
+  if (k == OptimizerKind::Adafactor) c.adafactor_beta1 = 0.9, c.scale_parameter = true;
   return c;
 }
 
@@ -375,7 +378,7 @@ TEST_P(StateRoundTrip, ThroughSafetensorsGivesBitIdenticalSteps) {
 INSTANTIATE_TEST_SUITE_P(AllKinds, StateRoundTrip,
                          ::testing::Values(OptimizerKind::Nag, OptimizerKind::Sgd, OptimizerKind::Adam,
                                            OptimizerKind::AdamW, OptimizerKind::Adagrad,
-                                           OptimizerKind::AdagradWithGradClip),
+                                           OptimizerKind::AdagradWithGradClip, OptimizerKind::Adafactor),
                          [](const auto& info) { return std::string(optimizer_kind_name(info.param)); });
 
 using stretch::testing::error_of;
@@ -439,11 +442,12 @@ TEST(Optimizer, RejectsBadCallsAndConfigs) {
 
 TEST(OptimizerFlags, ParseKindsAndBetas) {
   for (auto k : {OptimizerKind::Nag, OptimizerKind::Sgd, OptimizerKind::Adam, OptimizerKind::AdamW,
-                 OptimizerKind::Adagrad, OptimizerKind::AdagradWithGradClip})
+                 OptimizerKind::Adagrad, OptimizerKind::AdagradWithGradClip, OptimizerKind::Adafactor})
     EXPECT_EQ(parse_optimizer_kind(optimizer_kind_name(k)), k);
   EXPECT_EQ(std::string(optimizer_kind_name(OptimizerKind::AdagradWithGradClip)), "adagrad_with_grad_clip");
-  std::string e = error_of([] { parse_optimizer_kind("adafactor"); });
-  EXPECT_NE(e.find("--optimizer adafactor"), std::string::npos) << e;
+  EXPECT_EQ(std::string(optimizer_kind_name(OptimizerKind::Adafactor)), "adafactor");
+  std::string e = error_of([] { parse_optimizer_kind("lamb"); });
+  EXPECT_NE(e.find("--optimizer lamb"), std::string::npos) << e;
 
   EXPECT_EQ(parse_adam_betas("(0.9, 0.98)"), std::make_pair(0.9, 0.98));
   EXPECT_EQ(parse_adam_betas("[0.9,0.999]"), std::make_pair(0.9, 0.999));

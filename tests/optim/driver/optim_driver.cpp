@@ -2,8 +2,12 @@
 // Usage: optim_driver CASE_DIR
 //   CASE_DIR/case.json  {"optimizer": {"kind": "adam", "momentum": 0.9, "weight_decay": 0.01,
 //                        "betas": [0.9, 0.999], "eps": 1e-8, "adagrad_clip": 0.5,
-//                        "lr_decay": 0.0, "initial_accumulator_value": 0.0}   (all but kind optional)
-//                        "params": [{"name": "a", "numel": 7}, ...], "lrs": [lr per step]}
+//                        "lr_decay": 0.0, "initial_accumulator_value": 0.0,
+//                        adafactor: "adafactor_eps": [1e-30, 1e-3], "clip_threshold": 1.0,
+//                        "decay_rate": -0.8, "beta1": 0.9, "scale_parameter": true,
+//                        "relative_step": false, "warmup_init": false}   (all but kind optional)
+//                        "params": [{"name": "a", "numel": 7, "shape": [7]}, ...]  (shape optional),
+//                        "lrs": [lr per step]}
 //                       or, instead of "lrs", a schedule and the epoch of each step:
 //                        "schedule": {"kind": "fixed", "lr": [0.07], "warmup_updates": 7,
 //                                     "force_anneal": 3, "lr_shrink": 0.5}   (all but kind, lr optional;
@@ -59,6 +63,13 @@ int main(int argc, char** argv) {
     if (o.contains("adagrad_clip")) cfg.adagrad_clip = o["adagrad_clip"].get<double>();
     if (o.contains("lr_decay")) cfg.lr_decay = o["lr_decay"].get<double>();
     if (o.contains("initial_accumulator_value")) cfg.initial_accumulator_value = o["initial_accumulator_value"].get<double>();
+    if (o.contains("adafactor_eps")) cfg.adafactor_eps1 = o["adafactor_eps"][0].get<double>(), cfg.adafactor_eps2 = o["adafactor_eps"][1].get<double>();
+    if (o.contains("clip_threshold")) cfg.clip_threshold = o["clip_threshold"].get<double>();
+    if (o.contains("decay_rate")) cfg.decay_rate = o["decay_rate"].get<double>();
+    if (o.contains("beta1") && !o["beta1"].is_null()) cfg.adafactor_beta1 = o["beta1"].get<double>();
+    if (o.contains("scale_parameter")) cfg.scale_parameter = o["scale_parameter"].get<bool>();
+    if (o.contains("relative_step")) cfg.relative_step = o["relative_step"].get<bool>();
+    if (o.contains("warmup_init")) cfg.warmup_init = o["warmup_init"].get<bool>();
     auto opt = make_optimizer(cfg);
 
     size_t total = 0;
@@ -108,7 +119,9 @@ int main(int argc, char** argv) {
     size_t off = 0;
     for (const auto& p : c["params"]) {
       const int64_t n = p["numel"].get<int64_t>();
-      params.push_back({p["name"].get<std::string>(), values.data() + off, grad.data() + off, n});
+      std::vector<int64_t> shape;
+      if (p.contains("shape")) shape = p["shape"].get<std::vector<int64_t>>();
+      params.push_back({p["name"].get<std::string>(), values.data() + off, grad.data() + off, n, shape});
       off += static_cast<size_t>(n);
     }
     for (size_t t = 0; t < lrs.size(); ++t) {
