@@ -161,7 +161,7 @@ TEST_P(AttentionBf16, MatchesFp32AndRoundedReference) {
 }
 
 // Overwrite into NaN-filled gradients equals accumulating into zeros (every element written).
-TEST_P(AttentionBf16, OverwriteAndAccumulate) {
+TEST_P(AttentionBf16, OverwriteEqualsAccumulateIntoZeros) {
   if (!attention_bf16_supported()) GTEST_SKIP() << "no avx512_bf16 here";
   const Problem pb(GetParam());
   const PrecisionScope scope(GemmPrecision::Bf16);
