@@ -3,6 +3,11 @@
 //
 //   Gemm/1024                  dnnl_sgemm 1024³ through ops::gemm: the machine's GEMM rate
 //   Fused{Fwd,FwdBwd}/T/bias   the fused kernel, B·H = 8 (B = 1, H = 8), D = 64, causal
+//   GemmBf16/1024              ops::gemm 1024³ under GemmPrecision::Bf16 (oneDNN bf16): the
+//                              bf16 GEMM rate (where the CPU has bf16 matmul; else skipped)
+//   Fused{Fwd,FwdBwd}Bf16/T/bias  the same under matmul_precision() Bf16: the kernel's bf16
+//                              path where attention_bf16_supported() (else skipped); of_gemm
+//                              there = cpu_GFLOPs / the bf16 GEMM's, of_fp32_gemm / the fp32 one
 //   Materialised{Fwd,FwdBwd}/T the unfused formulation as fairseq/PyTorch run it: scores [T, S]
 //                              = Q·Kᵀ by ops::gemm, + an explicit [T, S] ALiBi+causal mask
 //                              matrix, row softmax (vectorised with the kernel's exp), P·V by
@@ -50,6 +55,7 @@
 #include "models/transformer_lm/config.h"
 #include "ops/alibi.h"
 #include "ops/attention.h"
+#include "ops/attention_precision.h"
 #include "ops/attention_tile.h"  // exp_row: the same vector exp for the baseline
 #include "ops/gemm.h"
 #include "tensor/pool.h"
@@ -145,6 +151,42 @@ double gemm_cpu_gflops() {
   return rate;
 }
 
+// The same under GemmPrecision::Bf16 (A and B rounded to bf16 inside ops::gemm each call, as a
+// linear layer without pre-rounded operands does).
+double gemm_bf16_cpu_gflops() {
+  static const double rate = [] {
+    const int64_t n = 1024;
+    std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+    GemmParams gp{.m = n, .n = n, .k = n, .precision = GemmPrecision::Bf16};
+    gemm(gp, a.data(), b.data(), c.data());
+    std::vector<double> r;
+    for (int i = 0; i < 7; ++i) {
+      const double t0 = Stamp::process_cpu();
+      gemm(gp, a.data(), b.data(), c.data());
+      r.push_back(2.0 * n * n * n / (Stamp::process_cpu() - t0) / 1e9);
+    }
+    std::sort(r.begin(), r.end());
+    return r[r.size() / 2];
+  }();
+  return rate;
+}
+
+void BM_GemmBf16(benchmark::State& st) {
+  if (!bf16_matmul_supported()) {
+    st.SkipWithError("no bf16 matmul on this CPU");
+    return;
+  }
+  const int64_t n = st.range(0);
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  GemmParams gp{.m = n, .n = n, .k = n, .precision = GemmPrecision::Bf16};
+  const Stamp t0 = Stamp::now();
+  for (auto _ : st) gemm(gp, a.data(), b.data(), c.data());
+  const double flop = 2.0 * n * n * n * st.iterations();
+  st.counters["GFLOPs"] = flop / t0.wall_since() / 1e9;
+  st.counters["cpu_GFLOPs"] = flop / t0.cpu_since() / 1e9;
+  st.counters["median_cpu_GFLOPs"] = gemm_bf16_cpu_gflops();
+}
+
 void BM_Gemm(benchmark::State& st) {
   const int64_t n = st.range(0);
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
@@ -226,6 +268,55 @@ void BM_FusedFwdBwd(benchmark::State& st) {
     fused_bwd(in, p, nullptr);
   }
   report(st, in, 14.0, mp, t0);
+}
+
+// The bf16 path: matmul precision Bf16 for the timed calls only.
+struct Bf16Scope {
+  Bf16Scope() { set_matmul_precision(GemmPrecision::Bf16); }
+  ~Bf16Scope() { set_matmul_precision(GemmPrecision::Fp32); }
+};
+void report_bf16(benchmark::State& st, const Inputs& in, double flop_per_pair_d, const MemProbe& mp,
+                 const Stamp& t0) {
+  report(st, in, flop_per_pair_d, mp, t0);
+  st.counters["of_fp32_gemm"] = st.counters["of_gemm"];
+  st.counters["of_gemm"] = st.counters["cpu_GFLOPs"] / gemm_bf16_cpu_gflops();
+}
+
+void BM_FusedFwdBf16(benchmark::State& st) {
+  if (!attention_bf16_supported()) {
+    st.SkipWithError("no avx512_bf16: attention runs fp32 under --bf16 here");
+    return;
+  }
+  Inputs in(1, 8, st.range(0), 64);
+  const AttentionParams p = in.params(static_cast<Bias>(st.range(1)));
+  gemm_bf16_cpu_gflops();
+  const Bf16Scope scope;
+  fused_fwd(in, p);
+  MemProbe mp;
+  mp.start();
+  const Stamp t0 = Stamp::now();
+  for (auto _ : st) fused_fwd(in, p);
+  report_bf16(st, in, 4.0, mp, t0);
+}
+
+void BM_FusedFwdBwdBf16(benchmark::State& st) {
+  if (!attention_bf16_supported()) {
+    st.SkipWithError("no avx512_bf16: attention runs fp32 under --bf16 here");
+    return;
+  }
+  Inputs in(1, 8, st.range(0), 64);
+  const AttentionParams p = in.params(static_cast<Bias>(st.range(1)));
+  gemm_bf16_cpu_gflops();
+  const Bf16Scope scope;
+  fused_fwd(in, p);
+  MemProbe mp;
+  mp.start();
+  const Stamp t0 = Stamp::now();
+  for (auto _ : st) {
+    fused_fwd(in, p);
+    fused_bwd(in, p, nullptr);
+  }
+  report_bf16(st, in, 14.0, mp, t0);
 }
 
 // ---- materialised attention, one (b, h) at a time (see the header comment) ----
@@ -476,6 +567,9 @@ void BM_Long(benchmark::State& st) {
 BENCHMARK(BM_Gemm)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_FusedFwd)->ArgsProduct({{512, 2048, 8192}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_FusedFwdBwd)->ArgsProduct({{512, 2048, 8192}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_GemmBf16)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_FusedFwdBf16)->ArgsProduct({{512, 2048, 8192}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_FusedFwdBwdBf16)->ArgsProduct({{512, 2048, 8192}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_MaterialisedFwd)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_MaterialisedFwdBwd)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_ReferenceFwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();

@@ -22,13 +22,17 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "ops/attention.h"
 #include "ops/attention_bias.h"
+#include "ops/attention_precision.h"
 #include "ops/attention_relkey.h"
 #include "ops/attention_span_mask.h"
 #include "ops/attention_tile.h"
+#include "ops/attention_tile_bf16.h"
+#include "ops/gemm.h"
 #include "tensor/pool.h"
 
 namespace stretch::ops {
@@ -179,6 +183,22 @@ struct FwdScratch {
   float* qc;    // [kBq, D] q + u (relative-key term with u)
   float* qr;    // [kBq, D] q + w (relative-key term with w)
   float* band;  // [kBq, kBandLd] (q + w)·R over the tile's distances
+  uint16_t* qb = nullptr;  // bf16 path: [kBq, dp2] the query tile in bf16
+  uint16_t* pb = nullptr;  // bf16 path: [kBq, kBk] P∘Z in bf16 (columns ≥ nk zero)
+};
+
+// The bf16 path's per-call operands (attention_tile_bf16.h layouts), per (b, h) and key tile:
+// kd the pair-packed Kᵀ [dp2 / 2, kBk, 2] (B of S = Q·Kᵀ), vj the pair-packed V
+// [kBk / 2, ldn, 2] (B of O += P·V); in the backward also vd (Vᵀ, B of dP = dO·Vᵀ) and kj (K, B
+// of dQ += dS·K). dp2 = D rounded up to even, ldn = D rounded up to kNr.
+struct Bf16Packs {
+  int64_t dp2 = 0, ldn = 0;
+  const uint16_t* kd = nullptr;
+  const uint16_t* vd = nullptr;
+  const uint16_t* kj = nullptr;
+  const uint16_t* vj = nullptr;
+  int64_t d_tile() const { return dp2 * kBk; }   // elements per key tile of kd / vd
+  int64_t j_tile() const { return kBk * ldn; }   // elements per key tile of kj / vj
 };
 
 // s[jj] += t[−jj] / s[jj] *= t[−jj]: a per-distance table read for keys j0 + jj of one row
@@ -197,11 +217,12 @@ void add_row_bias(float* dst, const float* src, int64_t ld, int64_t n, int64_t D
     for (int64_t x = 0; x < D; ++x) dst[r * D + x] = src[r * ld + x] + bias[x];
 }
 
-template <class Eval>
+// Bf: the bf16 path (Q·Kᵀ and P·V as bf16 tile products from bp; everything else as in fp32).
+template <class Eval, bool Bf>
 void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm,
                         const uint8_t* pad_tile,
                         int64_t bh, int64_t qt, float* out, float* lse, const float* q, const float* kt_pack,
-                        const float* v, FwdScratch& w) {
+                        const float* v, const Bf16Packs& bp, FwdScratch& w) {
   const int64_t b = bh / g.H, h = bh % g.H, D = g.D;
   const int64_t i0 = qt * kBq;
   const int mq = static_cast<int>(std::min<int64_t>(kBq, g.T - i0));
@@ -219,6 +240,9 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
   if (rs.has_u) add_row_bias(w.qc, Q, ldq, mq, D, rs.u + h * D), Qc = w.qc, ldqc = D;
   if (rs.has_w) add_row_bias(w.qr, Q, ldq, mq, D, rs.w + h * D), Qr = w.qr, ldqr = D;
 
+#if STRETCH_ATTN_BF16
+  if constexpr (Bf) attn::to_bf16_rows(w.qb, bp.dp2, Q, ldq, mq, static_cast<int>(D));
+#endif
   std::fill(w.o, w.o + mq * D, 0.f);
   std::fill(w.m, w.m + mq, kNegInf);
   std::fill(w.l, w.l + mq, 0.f);
@@ -228,7 +252,13 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
     const int64_t j0 = kt * kBk;
     const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
     const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
-    tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Qc, ldqc, Kt + kt * D * kBk, kBk, w.s, kBk);
+#if STRETCH_ATTN_BF16
+    if constexpr (Bf)
+      attn::tile_gemm_bf16<Init::Zero>(mq, kBk, static_cast<int>(bp.dp2 / 2), w.qb, bp.dp2,
+                                       bp.kd + (bh * g.n_kt + kt) * bp.d_tile(), kBk, w.s, kBk);
+    else
+#endif
+      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Qc, ldqc, Kt + kt * D * kBk, kBk, w.s, kBk);
     if (rs.on) attn::relkey_band(rs, h, mq, kBk, Qr, ldqr, p0 - j0 - (kBk - 1), w.band);
     for (int r = 0; r < mq; ++r) {
       float* s = w.s + r * kBk;
@@ -264,7 +294,14 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
         for (int jj = 0; jj < nk; ++jj) s[jj] *= w.z[jj];
       }
     }
-    tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.s, kBk, V + j0 * ldk, ldk, w.o, D);
+#if STRETCH_ATTN_BF16
+    if constexpr (Bf) {
+      attn::to_bf16_rows(w.pb, kBk, w.s, kBk, mq, nk);
+      attn::tile_gemm_bf16<Init::Accumulate>(mq, static_cast<int>(D), (nk + 1) / 2, w.pb, kBk,
+                                             bp.vj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, w.o, D);
+    } else
+#endif
+      tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.s, kBk, V + j0 * ldk, ldk, w.o, D);
   }
   for (int r = 0; r < mq; ++r) {
     float* o = out + g.o_at(bh) + (i0 + r) * g.os.row;
@@ -280,12 +317,56 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
   }
 }
 
-template <class Eval>
+#if STRETCH_ATTN_BF16
+// The bf16 operands of one call: pair-packed Kᵀ / Vᵀ (over D) and K / V (over keys) per
+// (b, h, key tile), each null where its pointer is null; converted once per call.
+struct Bf16PackStore {
+  Bf16Packs p;
+  PoolArray<uint16_t> kd, vd, kj, vj;
+  Bf16PackStore(const Geo& g, const float* kd_src, const float* vd_src, const float* kj_src, const float* vj_src)
+      : p{(g.D + 1) / 2 * 2, (g.D + attn::kNr - 1) / attn::kNr * attn::kNr},
+        kd(kd_src ? size(g, p.d_tile()) : 0), vd(vd_src ? size(g, p.d_tile()) : 0),
+        kj(kj_src ? size(g, p.j_tile()) : 0), vj(vj_src ? size(g, p.j_tile()) : 0) {
+    const int64_t BH = g.B * g.H, ld = g.ks.row;
+    const int D = static_cast<int>(g.D);
+#pragma omp parallel for schedule(static)
+    for (int64_t bh = 0; bh < BH; ++bh)
+      for (int64_t kt = 0; kt < g.n_kt; ++kt) {
+        const int64_t at = g.k_at(bh) + kt * kBk * ld, t = bh * g.n_kt + kt;
+        const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - kt * kBk));
+        if (kd_src) attn::pack_transposed_pairs(kd.data() + t * p.d_tile(), kBk, kd_src + at, ld, nk, D);
+        if (vd_src) attn::pack_transposed_pairs(vd.data() + t * p.d_tile(), kBk, vd_src + at, ld, nk, D);
+        if (kj_src) pack_keys(kj.data() + t * p.j_tile(), kj_src + at, ld, nk, D);
+        if (vj_src) pack_keys(vj.data() + t * p.j_tile(), vj_src + at, ld, nk, D);
+      }
+    p.kd = kd_src ? kd.data() : nullptr, p.vd = vd_src ? vd.data() : nullptr;
+    p.kj = kj_src ? kj.data() : nullptr, p.vj = vj_src ? vj.data() : nullptr;
+  }
+  static size_t size(const Geo& g, int64_t per_tile) { return static_cast<size_t>(g.B * g.H * g.n_kt * per_tile); }
+  // All kBk / 2 pairs of the tile written (keys ≥ nk zero), so a product over (nk + 1) / 2 pairs
+  // never reads past the tile.
+  void pack_keys(uint16_t* dst, const float* src, int64_t ld, int nk, int D) const {
+    attn::pack_row_pairs(dst, p.ldn, src, ld, nk, D);
+    const int done = (nk + 1) / 2;
+    std::fill(dst + done * p.ldn * 2, dst + (kBk / 2) * p.ldn * 2, uint16_t{0});
+  }
+};
+#endif
+
+template <class Eval, bool Bf>
 void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm, float* out,
                  float* lse, const float* q, const float* k, const float* v) {
   const int64_t BH = g.B * g.H, D = g.D;
-  PoolArray<float> kt_pack(static_cast<size_t>(BH * D * g.s_pad));
-  pack_transposed(kt_pack.data(), k, g);
+  PoolArray<float> kt_pack(Bf ? 0 : static_cast<size_t>(BH * D * g.s_pad));
+  if (!Bf) pack_transposed(kt_pack.data(), k, g);
+  Bf16Packs bp;
+#if STRETCH_ATTN_BF16
+  const Bf16PackStore store(g, Bf ? k : nullptr, nullptr, nullptr, Bf ? v : nullptr);
+  bp = store.p;
+  const size_t per16 = Bf ? static_cast<size_t>(kBq * bp.dp2 + kBq * kBk) : 0;
+#else
+  const size_t per16 = 0;
+#endif
   PoolArray<uint8_t> pad_tile(static_cast<size_t>(g.B * g.n_kt));
   padded_tiles(pad_tile.data(), g);
 
@@ -293,6 +374,7 @@ void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const
   const size_t rel = rs.on ? static_cast<size_t>(2 * kBq * D + kBq * kBandLd) : 0;
   const size_t per = static_cast<size_t>(kBq * kBk + kBq * D + 2 * kBq + kBk) + rel;
   PoolArray<float> scratch(per * nthr);
+  PoolArray<uint16_t> scratch16(per16 * nthr);
   const int64_t n_work = BH * g.n_qt;
 #pragma omp parallel num_threads(nthr)
   {
@@ -306,11 +388,15 @@ void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const
                  rel_base,
                  rel_base + kBq * D,
                  rel_base + 2 * kBq * D};
+    if (Bf) {
+      w.qb = scratch16.data() + per16 * omp_get_thread_num();
+      w.pb = w.qb + kBq * bp.dp2;
+    }
     // Largest causal query tiles (the last ones) first, for dynamic load balance.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t wi = 0; wi < n_work; ++wi) {
       const int64_t qt = g.n_qt - 1 - wi / BH, bh = wi % BH;
-      forward_query_tile<Eval>(g, bs, rs, sm, pad_tile.data(), bh, qt, out, lse, q, kt_pack.data(), v, w);
+      forward_query_tile<Eval, Bf>(g, bs, rs, sm, pad_tile.data(), bh, qt, out, lse, q, kt_pack.data(), v, bp, w);
     }
   }
 }
@@ -332,14 +418,42 @@ struct BwdScratch {
   float* gband = nullptr;  // [kBq, kBandLd] scale·dS scattered by distance
   float* gdist = nullptr;  // [ncols] Σ scale·dS per distance (dw)
   float* ccol = nullptr;   // [kBk] Σ_i scale·dS_ij of one key tile (du)
+  // The bf16 path (null without it); there dk and dv hold dKᵀ, dVᵀ [D, kBk]:
+  uint16_t* qb = nullptr;   // [T, dp2] the head's q in bf16 (A of S = Q·Kᵀ)
+  uint16_t* dob = nullptr;  // [T, dp2] dout in bf16 (A of dP = dO·Vᵀ)
+  uint16_t* qt = nullptr;   // [D, tp2] qᵀ (A of dKᵀ += Qᵀ·dS)
+  uint16_t* dot = nullptr;  // [D, tp2] doutᵀ (A of dVᵀ += dOᵀ·(P∘Z))
+  uint16_t* pp = nullptr;   // [kBq / 2, kBk, 2] P∘Z pair-packed over queries
+  uint16_t* dsp = nullptr;  // [kBq / 2, kBk, 2] scale·dS pair-packed over queries
+  uint16_t* dsb = nullptr;  // [kBq, kBk] scale·dS rows (A of dQ += dS·K)
 };
 
-template <class Eval>
+#if STRETCH_ATTN_BF16
+// Per-thread bf16 scratch of the backward (BwdScratch's bf16 fields), in uint16_t elements.
+size_t bwd_bf16_elems(const Geo& g, const Bf16Packs& bp) {
+  const int64_t tp2 = (g.T + 1) / 2 * 2;
+  return static_cast<size_t>(2 * g.T * bp.dp2 + 2 * g.D * tp2 + 3 * kBq * kBk);
+}
+#endif
+void bwd_bf16_scratch(BwdScratch& w, uint16_t* base, const Geo& g, const Bf16Packs& bp) {
+  const int64_t tp2 = (g.T + 1) / 2 * 2;
+  w.qb = base;
+  w.dob = w.qb + g.T * bp.dp2;
+  w.qt = w.dob + g.T * bp.dp2;
+  w.dot = w.qt + g.D * tp2;
+  w.pp = w.dot + g.D * tp2;
+  w.dsp = w.pp + kBq * kBk;
+  w.dsb = w.dsp + kBq * kBk;
+}
+
+// Bf: the bf16 path (the five tile products in bf16 from bp and w's bf16 fields, dK and dV
+// accumulated transposed; everything else as in fp32).
+template <class Eval, bool Bf>
 void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm,
                    double* dz_part, attn::RelKeyPartials& part,
                    const uint8_t* pad_tile, int64_t bh, float* dq, float* dk, float* dv, const float* dout,
                    const float* q, const float* k, const float* lse, const float* delta, const float* kt_pack,
-                   const float* vt_pack, bool overwrite, BwdScratch& w) {
+                   const float* vt_pack, const Bf16Packs& bp, bool overwrite, BwdScratch& w) {
   const int64_t b = bh / g.H, h = bh % g.H, D = g.D, T = g.T;
   const int64_t ldq = g.qs.row, ldk = g.ks.row, ldo = g.os.row;
   const float* Q = q + g.q_at(bh);
@@ -363,6 +477,15 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
   float* dR = rs.learn_r ? part.dr.data() + bh * rs.ncols * D : nullptr;  // [ncols, D]
   double* dU = rs.learn_u ? part.du.data() + bh * D : nullptr;
   if (rs.learn_w) std::fill(w.gdist, w.gdist + rs.ncols, 0.f);
+  [[maybe_unused]] const int64_t tp2 = (T + 1) / 2 * 2;
+#if STRETCH_ATTN_BF16
+  if constexpr (Bf) {  // the head's q and dout in bf16, once per call
+    attn::to_bf16_rows(w.qb, bp.dp2, Q, ldq, static_cast<int>(T), static_cast<int>(D));
+    attn::to_bf16_rows(w.dob, bp.dp2, dO, ldo, static_cast<int>(T), static_cast<int>(D));
+    attn::to_bf16_transposed(w.qt, tp2, Q, ldq, static_cast<int>(T), static_cast<int>(D));
+    attn::to_bf16_transposed(w.dot, tp2, dO, ldo, static_cast<int>(T), static_cast<int>(D));
+  }
+#endif
 
   for (int64_t kt = 0; kt < g.n_kt; ++kt) {
     const int64_t j0 = kt * kBk;
@@ -384,8 +507,8 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
         }
       continue;
     }
-    std::fill(w.dk, w.dk + nk * D, 0.f);
-    std::fill(w.dv, w.dv + nk * D, 0.f);
+    std::fill(w.dk, w.dk + (Bf ? kBk : nk) * D, 0.f);
+    std::fill(w.dv, w.dv + (Bf ? kBk : nk) * D, 0.f);
     if (rs.learn_u) std::fill(w.ccol, w.ccol + kBk, 0.f);
     for (int64_t qt = i_lo / kBq; qt * kBq < i_hi; ++qt) {
       const int64_t i0 = qt * kBq;
@@ -393,14 +516,25 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
       const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
       const int64_t dist_lo = p0 - j0 - (kBk - 1);
       const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
-      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Qc + i0 * ldqc, ldqc, Kt + kt * D * kBk, kBk,
-                                           w.s, kBk);
-      if (rs.on) {
-        attn::relkey_band(rs, h, mq, kBk, Qr + i0 * ldqr, ldqr, dist_lo, w.band);
-        std::fill(w.gband, w.gband + mq * kBandLd, 0.f);
+#if STRETCH_ATTN_BF16
+      if constexpr (Bf) {
+        const int64_t at = (bh * g.n_kt + kt) * bp.d_tile();
+        attn::tile_gemm_bf16<Init::Zero>(mq, kBk, static_cast<int>(bp.dp2 / 2), w.qb + i0 * bp.dp2, bp.dp2,
+                                         bp.kd + at, kBk, w.s, kBk);
+        attn::tile_gemm_bf16<Init::Zero>(mq, kBk, static_cast<int>(bp.dp2 / 2), w.dob + i0 * bp.dp2, bp.dp2,
+                                         bp.vd + at, kBk, w.dp, kBk);
+      } else
+#endif
+      {
+        tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Qc + i0 * ldqc, ldqc, Kt + kt * D * kBk,
+                                             kBk, w.s, kBk);
+        if (rs.on) {
+          attn::relkey_band(rs, h, mq, kBk, Qr + i0 * ldqr, ldqr, dist_lo, w.band);
+          std::fill(w.gband, w.gband + mq * kBandLd, 0.f);
+        }
+        tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), dO + i0 * ldo, ldo, Vt + kt * D * kBk,
+                                             kBk, w.dp, kBk);
       }
-      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), dO + i0 * ldo, ldo, Vt + kt * D * kBk, kBk,
-                                           w.dp, kBk);
       for (int r = 0; r < mq; ++r) {
         const int64_t i = i0 + r, pos = p0 + r;
         float* s = w.s + r * kBk;
@@ -450,11 +584,26 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
 #pragma omp simd
           for (int jj = 0; jj < nk; ++jj) w.ccol[jj] += dp[jj];
       }
-      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.s, kBk, dO + i0 * ldo, ldo, w.dv, D);
-      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.dp, kBk, Qc + i0 * ldqc, ldqc, w.dk,
-                                                 D);
-      tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * ldk, ldk,
-                                                 dQ + i0 * ldq, ldq);
+#if STRETCH_ATTN_BF16
+      if constexpr (Bf) {  // dVᵀ += dOᵀ·(P∘Z), dKᵀ += Qᵀ·(scale·dS), dQ += (scale·dS)·K
+        const int q2 = (mq + 1) / 2;
+        attn::pack_row_pairs(w.pp, kBk, w.s, kBk, mq, nk);
+        attn::pack_row_pairs(w.dsp, kBk, w.dp, kBk, mq, nk);
+        attn::to_bf16_rows(w.dsb, kBk, w.dp, kBk, mq, nk);
+        attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.dot + i0, tp2, w.pp, kBk, w.dv, kBk);
+        attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.qt + i0, tp2, w.dsp, kBk, w.dk, kBk);
+        attn::tile_gemm_bf16<Init::Accumulate>(mq, static_cast<int>(D), (nk + 1) / 2, w.dsb, kBk,
+                                               bp.kj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, dQ + i0 * ldq, ldq);
+      } else
+#endif
+      {
+        tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.s, kBk, dO + i0 * ldo, ldo, w.dv,
+                                                   D);
+        tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.dp, kBk, Qc + i0 * ldqc, ldqc,
+                                                   w.dk, D);
+        tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * ldk, ldk,
+                                                   dQ + i0 * ldq, ldq);
+      }
       if (rs.on) {  // the band of scale·dS against R: dQ += G·R_band, dR_band += Gᵀ(Q + w), dw via Σ_r G
         const int64_t c0 = kRelPad + dist_lo;
         attn::relkey_band_backward(rs, h, mq, kBk, w.gband, Qr + i0 * ldqr, ldqr, dist_lo, dQ + i0 * ldq, ldq,
@@ -471,6 +620,17 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
     if (dU != nullptr)  // du += Σ_j (Σ_i scale·dS_ij) k_j
       for (int jj = 0; jj < nk; ++jj)
         for (int64_t x = 0; x < D; ++x) dU[x] += static_cast<double>(w.ccol[jj]) * K[(j0 + jj) * ldk + x];
+    if (Bf) {  // from the transposed accumulators
+      for (int jj = 0; jj < nk; ++jj) {
+        float* dk_row = dK + jj * ldk;
+        float* dv_row = dV + jj * ldk;
+        for (int64_t x = 0; x < D; ++x) {
+          dk_row[x] = (overwrite ? 0.f : dk_row[x]) + w.dk[x * kBk + jj];
+          dv_row[x] = (overwrite ? 0.f : dv_row[x]) + w.dv[x * kBk + jj];
+        }
+      }
+      continue;
+    }
     for (int jj = 0; jj < nk; ++jj) {
       float* dk_row = dK + jj * ldk;
       float* dv_row = dV + jj * ldk;
@@ -498,7 +658,7 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
   }
 }
 
-template <class Eval>
+template <class Eval, bool Bf>
 void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm,
                   const AttentionParams& p,
                   const AttentionGrads& extra, float* dq, float* dk, float* dv, const float* dout, const float* q,
@@ -513,10 +673,21 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
     for (int64_t d = 0; d < D; ++d) acc += dout[at + d] * out[at + d];
     delta[r] = acc;
   }
-  PoolArray<float> kt_pack(static_cast<size_t>(BH * D * g.s_pad));
-  PoolArray<float> vt_pack(static_cast<size_t>(BH * D * g.s_pad));
-  pack_transposed(kt_pack.data(), k, g);
-  pack_transposed(vt_pack.data(), v, g);
+  PoolArray<float> kt_pack(Bf ? 0 : static_cast<size_t>(BH * D * g.s_pad));
+  PoolArray<float> vt_pack(Bf ? 0 : static_cast<size_t>(BH * D * g.s_pad));
+  if (!Bf) {
+    pack_transposed(kt_pack.data(), k, g);
+    pack_transposed(vt_pack.data(), v, g);
+  }
+  Bf16Packs bp;
+#if STRETCH_ATTN_BF16
+  const Bf16PackStore store(g, Bf ? k : nullptr, Bf ? v : nullptr, Bf ? k : nullptr, nullptr);
+  bp = store.p;
+  const size_t per16 = Bf ? bwd_bf16_elems(g, bp) : 0;
+#else
+  const size_t per16 = 0;
+#endif
+  PoolArray<uint16_t> scratch16(per16 * static_cast<size_t>(omp_get_max_threads()));
   PoolArray<uint8_t> pad_tile(static_cast<size_t>(g.B * g.n_kt));
   padded_tiles(pad_tile.data(), g);
   const size_t n_partial = static_cast<size_t>(BH) * bs.n_params;
@@ -546,10 +717,11 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
       w.gdist = w.gband + kBq * kBandLd;
       w.ccol = w.gdist + rs.ncols;
     }
+    if (Bf) bwd_bf16_scratch(w, scratch16.data() + per16 * omp_get_thread_num(), g, bp);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < BH; ++bh) {
-      backward_head<Eval>(g, bs, rs, sm, dz_part.data(), part, pad_tile.data(), bh, dq, dk, dv, dout, q, k, lse, delta.data(),
-                          kt_pack.data(), vt_pack.data(), overwrite, w);
+      backward_head<Eval, Bf>(g, bs, rs, sm, dz_part.data(), part, pad_tile.data(), bh, dq, dk, dv, dout, q, k, lse,
+                              delta.data(), kt_pack.data(), vt_pack.data(), bp, overwrite, w);
       if (bs.n_params > 0) attn::bias_reduce_grad(bs, p, bh % g.H, w.grad, partial.data() + bh * bs.n_params);
     }
   }
@@ -563,6 +735,24 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
     }
 }
 
+// The bf16 path runs for this call: bf16 matrix products requested (ops::matmul_precision()),
+// the CPU and the build have avx512_bf16, and no score term that has no bf16 form yet: the
+// relative-key term (its band products with R read fp32 (q + w) and write dQ/dR in fp32) and the
+// soft span mask run the whole call in fp32 (docs/architecture.md, "bf16 attention").
+bool use_bf16(const RelKeySetup& rs, const SpanMaskSetup& sm) {
+  return matmul_precision() == GemmPrecision::Bf16 && attention_bf16_supported() && !rs.on && !sm.on;
+}
+
+// fn(std::bool_constant<Bf>) with Bf = use_bf16(...) (false only where the kernel is not built).
+template <class F>
+void with_precision(bool bf, F&& fn) {
+#if STRETCH_ATTN_BF16
+  if (bf) return fn(std::true_type{});
+#endif
+  (void)bf;
+  fn(std::false_type{});
+}
+
 bool wants_grad(const AttentionParams& p, const AttentionGrads& extra) {
   if (p.bias == BiasPolicy::Alibi || p.bias == BiasPolicy::AlibiSym) return extra.dslopes != nullptr;
   if (p.bias == BiasPolicy::T5) return extra.dt5_table != nullptr;
@@ -571,19 +761,32 @@ bool wants_grad(const AttentionParams& p, const AttentionGrads& extra) {
 
 }  // namespace
 
+bool attention_bf16_supported() {
+#if STRETCH_ATTN_BF16
+  static const bool ok = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl");
+  return ok;
+#else
+  return false;
+#endif
+}
+
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionParams& p) {
   const Geo g = make_geo(p);
   const BiasSetup bs = attn::bias_setup(p, false);
   const RelKeySetup rs = attn::relkey_setup(p, nullptr);
   const SpanMaskSetup sm = attn::span_mask_setup(p, nullptr);
-  switch (bs.eval) {
-    case BiasEval::None: return forward_run<attn::EvalNone>(g, bs, rs, sm, out, lse, q, k, v);
-    case BiasEval::Linear: return forward_run<attn::EvalLinear>(g, bs, rs, sm, out, lse, q, k, v);
-    case BiasEval::SymLinear: return forward_run<attn::EvalSymLinear>(g, bs, rs, sm, out, lse, q, k, v);
-    case BiasEval::AlibiShaped: return forward_run<attn::EvalAlibiShaped>(g, bs, rs, sm, out, lse, q, k, v);
-    case BiasEval::Table: return forward_run<attn::EvalTable>(g, bs, rs, sm, out, lse, q, k, v);
-  }
+  with_precision(use_bf16(rs, sm), [&](auto bf) {
+    constexpr bool Bf = decltype(bf)::value;
+    switch (bs.eval) {
+      case BiasEval::None: return forward_run<attn::EvalNone, Bf>(g, bs, rs, sm, out, lse, q, k, v);
+      case BiasEval::Linear: return forward_run<attn::EvalLinear, Bf>(g, bs, rs, sm, out, lse, q, k, v);
+      case BiasEval::SymLinear: return forward_run<attn::EvalSymLinear, Bf>(g, bs, rs, sm, out, lse, q, k, v);
+      case BiasEval::AlibiShaped: return forward_run<attn::EvalAlibiShaped, Bf>(g, bs, rs, sm, out, lse, q, k, v);
+      case BiasEval::Table: return forward_run<attn::EvalTable, Bf>(g, bs, rs, sm, out, lse, q, k, v);
+    }
+  });
 }
 
 void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& extra, const float* dout,
@@ -594,18 +797,23 @@ void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& e
   const BiasSetup bs = attn::bias_setup(p, wants_grad(p, extra));
   const RelKeySetup rs = attn::relkey_setup(p, &extra);
   const SpanMaskSetup sm = attn::span_mask_setup(p, &extra);
-  switch (bs.eval) {
-    case BiasEval::None:
-      return backward_run<attn::EvalNone>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
-    case BiasEval::Linear:
-      return backward_run<attn::EvalLinear>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
-    case BiasEval::SymLinear:
-      return backward_run<attn::EvalSymLinear>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
-    case BiasEval::AlibiShaped:
-      return backward_run<attn::EvalAlibiShaped>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
-    case BiasEval::Table:
-      return backward_run<attn::EvalTable>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
-  }
+  with_precision(use_bf16(rs, sm), [&](auto bf) {
+    constexpr bool Bf = decltype(bf)::value;
+    switch (bs.eval) {
+      case BiasEval::None:
+        return backward_run<attn::EvalNone, Bf>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
+      case BiasEval::Linear:
+        return backward_run<attn::EvalLinear, Bf>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
+      case BiasEval::SymLinear:
+        return backward_run<attn::EvalSymLinear, Bf>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse,
+                                                     ow);
+      case BiasEval::AlibiShaped:
+        return backward_run<attn::EvalAlibiShaped, Bf>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse,
+                                                       ow);
+      case BiasEval::Table:
+        return backward_run<attn::EvalTable, Bf>(g, bs, rs, sm, p, extra, dq, dk, dv, dout, q, k, v, out, lse, ow);
+    }
+  });
 }
 
 }  // namespace stretch::ops
