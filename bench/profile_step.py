@@ -82,13 +82,24 @@ def categorise(data, symbolize=lambda d, s: s):
                           "none"], capture_output=True, text=True, check=True).stdout
     cats = collections.Counter()
     syms = collections.Counter()
+    # JIT code has no symbols: one line per sampled address, most of them below perf's 0.005%
+    # display rounding, so its share is taken from a per-DSO report instead.
+    by_dso = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso", "--stdio", "-g", "none"],
+                            capture_output=True, text=True, check=True).stdout
+    for line in by_dso.splitlines():
+        m = re.match(r"\s+([\d.]+)%\s+(\[JIT\] tid \d+)\s*$", line)
+        if m:
+            cats[RULES[0][0]] += float(m.group(1))
+            syms[("[JIT]", "(oneDNN JIT code)")] += float(m.group(1))
     for line in out.splitlines():
         m = re.match(r"\s+([\d.]+)%\s+(\S+(?: tid \d+)?)\s+\[.\]\s+(.*)", line)
         if not m:
             continue
         pct, dso = float(m.group(1)), m.group(2)
+        if dso.startswith("[JIT]"):
+            continue  # counted per DSO above
         sym = symbolize(dso, re.sub(r"(\s+-)*\s*$", "", m.group(3)).strip())  # drop perf's IPC columns
-        syms[("[JIT]" if dso.startswith("[JIT]") else dso, "(oneDNN JIT code)" if dso.startswith("[JIT]") else sym)] += pct
+        syms[(dso, sym)] += pct
         for name, pred in RULES:
             if pred(dso, sym):
                 cats[name] += pct

@@ -89,8 +89,10 @@ UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch>
   // grads / ntokens and clipping: the norm's pass (it also finds non-finite grads), then the
   // multiply folded into the optimizer's update pass (bitwise multiply_grads, then step).
   optim::GradScale scale;
-  if (std::isfinite(r.loss_sum)) scale = optim::scale_and_clip_factor(ps, 1.0 / std::max(r.sample_size, 1.0), params.clip_norm);
-  else scale.norm = NAN;
+  if (std::isfinite(r.loss_sum))
+    scale = optim::scale_and_clip_factor(ps, 1.0 / std::max(r.sample_size, 1.0), params.clip_norm);
+  else
+    scale.norm = NAN;
   r.gnorm = scale.norm;
   if (!std::isfinite(r.gnorm)) {
     r.outcome = UpdateOutcome::SkippedNonFinite;
