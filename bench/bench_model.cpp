@@ -174,8 +174,8 @@ void run_train(const Args& a) {
               .activations = a.checkpoint_activations ? autograd::Activations::Recompute : autograd::Activations::Keep});
     autograd::Var loss = model.head().loss(hidden, tgt, model.info().padding_idx, nn::LossUse::Training).loss;
     autograd::tape().backward(loss);
-    optim::scale_and_clip_grads(params, 1.0 / static_cast<double>(B * T), 0.1);
-    optimizer->step(params, 1e-3);
+    const optim::GradScale scale = optim::scale_and_clip_factor(params, 1.0 / static_cast<double>(B * T), 0.1);
+    optimizer->step(params, 1e-3, scale.factor);  // as train/update.cpp: the multiply inside NAG's pass
     ++update;
   };
   for (int i = 0; i < a.warmup; ++i) step();

@@ -45,6 +45,7 @@ from compare import replace_doc_block  # noqa: E402  (the one writer of docs/BEN
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SMALL = ["--layers", "4", "--embed-dim", "256", "--heads", "4", "--ffn-dim", "1024"]
+MEDIUM = ["--layers", "6", "--embed-dim", "512", "--heads", "8", "--ffn-dim", "2048"]  # compare.py's "medium"
 DOC_BEGIN = "<!-- bench/compare_builds.py tables: begin -->"
 DOC_END = "<!-- bench/compare_builds.py tables: end -->"
 
@@ -53,12 +54,15 @@ def configs(args):
     """[(name, mode, extra flags)] in table order."""
     out = []
     if args.only in ("train", "all"):
-        for V in args.vocabs:
-            for T in args.lengths_train:
-                out.append((f"train V={V} T={T}", "train",
-                            ["--vocab", str(V), "--tokens-per-sample", str(T), "--batch", str(args.batch),
-                             "--arch", "transformer_lm_small", "--pos", "alibi", "--dropout", "0.1"] + SMALL +
-                            ["--warmup", str(args.warmup), "--steps", str(args.steps)]))
+        for model in args.models:
+            sizes = SMALL if model == "small" else MEDIUM
+            prefix = "train" if model == "small" else f"train {model}"
+            for V in args.vocabs:
+                for T in args.lengths_train:
+                    out.append((f"{prefix} V={V} T={T}", "train",
+                                ["--vocab", str(V), "--tokens-per-sample", str(T), "--batch", str(args.batch),
+                                 "--arch", "transformer_lm_small", "--pos", "alibi", "--dropout", "0.1"] + sizes +
+                                ["--warmup", str(args.warmup), "--steps", str(args.steps)]))
     if args.only in ("eval", "all"):
         for T in args.lengths_eval:
             out.append((f"eval T={T}", "eval",
@@ -96,6 +100,7 @@ def main():
     ap.add_argument("--label-after", default="after")
     ap.add_argument("--only", choices=("train", "eval", "all"), default="all")
     ap.add_argument("--threads", default="1", help="comma-separated thread counts")
+    ap.add_argument("--models", default="small", help="training models: small and/or medium (compare.py's sizes)")
     ap.add_argument("--vocabs", default="256,10008")
     ap.add_argument("--lengths-train", default="128,512")
     ap.add_argument("--lengths-eval", default="512,1024,2048,4096")
@@ -112,6 +117,10 @@ def main():
                     help=f"replace the text between {DOC_BEGIN!r} and {DOC_END!r} in docs/BENCHMARKS.md")
     args = ap.parse_args()
     args.thread_list = [int(x) for x in args.threads.split(",")]
+    args.models = [m for m in args.models.split(",") if m]
+    for m in args.models:
+        if m not in ("small", "medium"):
+            ap.error(f"--models: unknown model {m!r} (small, medium)")
     args.vocabs = [int(x) for x in args.vocabs.split(",")]
     args.lengths_train = [int(x) for x in args.lengths_train.split(",")]
     args.lengths_eval = [int(x) for x in args.lengths_eval.split(",")]

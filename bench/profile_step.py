@@ -9,11 +9,13 @@ and prints one line per category. Model construction and initialisation are in t
 
   python3 bench/profile_step.py [--vocab 256] [--tokens-per-sample 128] [--steps 20] [--threads 1]
   python3 bench/profile_step.py --data perf.data        # categorise an existing recording
+  python3 bench/profile_step.py --vocab 10008 --top 25 --extra "--layers 6 --embed-dim 512 --heads 8 --ffn-dim 2048"
 
 Needs linux-perf (perf record works with the software clock even where hardware counters are
 not exposed, e.g. in containers).
 """
 import argparse
+import bisect
 import collections
 import os
 import re
@@ -29,7 +31,7 @@ RULES = [
     ("attention kernel", lambda d, s: any(k in s for k in ("attn::", "forward_run", "backward_run", "pack_transposed",
                                                            "backward_head", "forward_query_tile"))),
     ("dropout (Philox + apply)", lambda d, s: "dropout" in s or "philox" in s or "apply<" in s),
-    ("cross-entropy (expf, logf)", lambda d, s: "cross_entropy" in s or "row_lse" in s or "expf" in s or "logf" in s),
+    ("cross-entropy (expf)", lambda d, s: "cross_entropy" in s or "row_lse" in s or "expf" in s),
     ("layernorm", lambda d, s: "layernorm" in s or "row_backward" in s),
     ("activation", lambda d, s: "activation" in s),
     ("linear: bias fill / dbias", lambda d, s: "linear_forward" in s or "linear_backward" in s),
@@ -39,29 +41,72 @@ RULES = [
     ("zero-fill (memset)", lambda d, s: "memset" in s),
     ("optimizer + grad scale + clip", lambda d, s: "optim::" in s),
     ("embedding", lambda d, s: "embedding" in s),
-    ("model init (setup, not a step)", lambda d, s: "init_" in s or "Rng::" in s or "cosf" in s or "sinf" in s),
+    ("peak measurement (setup, not a step)", lambda d, s: "bench::" in s),
+    ("model init (setup, not a step)", lambda d, s: "init_" in s or "Rng::" in s or "cosf" in s or "sinf" in s
+     or "logf" in s),  # libm logf/cosf: Rng::normal's Box-Muller at initialisation
     ("kernel (page faults, scheduling)", lambda d, s: "kernel" in d),
     ("OpenMP runtime", lambda d, s: "gomp" in d),
     ("malloc/free, tensor pool", lambda d, s: "malloc" in s or "free" in s or "pool" in s),
 ]
 
 
-def categorise(data):
+class Symbolizer:
+    """Addresses perf left unresolved (it reports some binaries' local symbols as raw offsets) -> the
+    name of the enclosing symbol from `nm -C`, for the benchmark binary itself."""
+
+    def __init__(self, binary):
+        self.dso = os.path.basename(binary)
+        self.starts, self.names = [], []
+        if not os.path.exists(binary):
+            return
+        out = subprocess.run(["nm", "-C", "--defined-only", binary], capture_output=True, text=True).stdout
+        rows = []
+        for line in out.splitlines():
+            parts = line.split(" ", 2)
+            if len(parts) == 3 and parts[1] in "tTwWiI":
+                rows.append((int(parts[0], 16), parts[2]))
+        rows.sort()
+        self.starts = [a for a, _ in rows]
+        self.names = [n for _, n in rows]
+
+    def __call__(self, dso, sym):
+        if dso != self.dso or not re.fullmatch(r"0x[0-9a-f]+", sym) or not self.starts:
+            return sym
+        i = bisect.bisect_right(self.starts, int(sym, 16)) - 1
+        return self.names[i] if i >= 0 else sym
+
+
+def categorise(data, symbolize=lambda d, s: s):
+    """({category: % of samples}, {(dso, symbol): % of samples})."""
     out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,symbol", "--stdio", "-g",
                           "none"], capture_output=True, text=True, check=True).stdout
     cats = collections.Counter()
+    syms = collections.Counter()
+    # JIT code has no symbols: one line per sampled address, most of them below perf's 0.005%
+    # display rounding, so its share is taken from a per-DSO report instead.
+    by_dso = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso", "--stdio", "-g", "none"],
+                            capture_output=True, text=True, check=True).stdout
+    for line in by_dso.splitlines():
+        m = re.match(r"\s+([\d.]+)%\s+(\[JIT\] tid \d+)\s*$", line)
+        if m:
+            cats[RULES[0][0]] += float(m.group(1))
+            syms[("[JIT]", "(oneDNN JIT code)")] += float(m.group(1))
     for line in out.splitlines():
         m = re.match(r"\s+([\d.]+)%\s+(\S+(?: tid \d+)?)\s+\[.\]\s+(.*)", line)
         if not m:
             continue
-        pct, dso, sym = float(m.group(1)), m.group(2), m.group(3).strip()
+        pct, dso = float(m.group(1)), m.group(2)
+        if dso.startswith("[JIT]"):
+            continue  # counted per DSO above
+        sym = symbolize(dso, re.sub(r"(\s+-)*\s*$", "", m.group(3)).strip())  # drop perf's IPC columns
+        syms[(dso, sym)] += pct
         for name, pred in RULES:
             if pred(dso, sym):
                 cats[name] += pct
                 break
         else:
             cats["other"] += pct
-    return cats
+    return cats, syms
 
 
 def main():
@@ -73,22 +118,38 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--top", type=int, default=0, help="also print the N largest symbols")
+    ap.add_argument("--extra", default="", help="more bench_model flags, e.g. '--layers 6 --embed-dim 512'")
     args = ap.parse_args()
     data = args.data
     if data is None:
         tmp = tempfile.mkdtemp()
         data = os.path.join(tmp, "perf.data")
         cmd = [args.bench, "train", "--threads", str(args.threads), "--vocab", str(args.vocab), "--tokens-per-sample",
-               str(args.tokens_per_sample), "--warmup", "1", "--steps", str(args.steps)] + (["--bf16"] if args.bf16 else [])
-        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+               str(args.tokens_per_sample), "--warmup", "1", "--steps", str(args.steps)] + (["--bf16"] if args.bf16 else []) + args.extra.split()
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY="passive")
         rec = subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "2000", "-g", "-o", data] + cmd, env=env,
                              capture_output=True, text=True)
         if rec.returncode != 0:
             sys.stderr.write(rec.stderr)
             raise SystemExit(1)
         print(next(line for line in rec.stdout.splitlines() if line.startswith("{")))
-    for name, pct in categorise(data).most_common():
-        print(f"{pct:6.1f}%  {name}")
+    cats, syms = categorise(data, Symbolizer(args.bench))
+    # "of step": the share among the samples that are not setup (model init, the peak measurement
+    # and the kernel's page faults, which are first-touch at setup: `perf stat -e page-faults` gives
+    # the same count for 2 and 8 timed steps).
+    setup = sum(pct for name, pct in cats.items() if "setup" in name or name.startswith("kernel"))
+    step = max(100.0 - setup, 1e-9)
+    print("% of samples  % of step  category")
+    for name, pct in cats.most_common():
+        of_step = "" if "setup" in name or name.startswith("kernel") else f"{100 * pct / step:6.1f}%"
+        print(f"{pct:6.1f}%      {of_step:>7}    {name}")
+    if args.top:
+        print(f"top {args.top} symbols (% of samples, % of step):")
+        for (dso, sym), pct in syms.most_common(args.top):
+            cat = next((name for name, pred in RULES if pred(dso, sym)), "other")
+            of_step = "  setup" if "setup" in cat or cat.startswith("kernel") else f"{100 * pct / step:6.1f}%"
+            print(f"{pct:6.1f}%  {of_step}  {dso}  {sym[:100]}")
     if args.data is None:
         os.remove(data)
         os.rmdir(os.path.dirname(data))

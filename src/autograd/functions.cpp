@@ -1,6 +1,7 @@
 #include "autograd/functions.h"
 
 #include "autograd/tape.h"
+#include "ops/cross_entropy_softmax.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gemm.h"
@@ -404,16 +405,18 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int32_t ignore_index
   ops::CrossEntropyDims d{.n = logits.numel() / v, .v = v, .ignore_index = ignore_index, .reduction = reduction};
   STRETCH_CHECK(targets.numel() == d.n, "cross_entropy: " << targets.numel() << " targets for " << d.n << " rows");
   if (buffer == LogitsBuffer::ReuseForGradient && needs_grad({&logits}) && !logits.has_grad()) {
-    // In place: the logits become exp(x − rowmax), then (backward) the gradient, which is then
-    // the logits' grad buffer itself.
+    // In place: the logits become exp(x − rowmax) (the softmax itself under Sum, where backward's
+    // dloss is 1 in training and the gradient is bitwise the same), then (backward) the gradient,
+    // which is then the logits' grad buffer itself.
+    const ops::InplaceForm form = reduction == ops::Reduction::Sum ? ops::InplaceForm::Softmax : ops::InplaceForm::Exp;
     Tensor inv_sum = Tensor::empty({d.n});
     ops::CrossEntropyResult r =
-        ops::cross_entropy_forward_inplace(logits.data(), inv_sum.f32(), nullptr, nullptr, targets.i32(), d);
+        ops::cross_entropy_forward_inplace(logits.data(), inv_sum.f32(), nullptr, nullptr, targets.i32(), d, form);
     if (count) *count = r.count;
     Var loss(Tensor::full({1}, static_cast<float>(r.loss)), true);
-    tape().push([logits, targets, inv_sum, loss, d, r] {
+    tape().push([logits, targets, inv_sum, loss, d, r, form] {
       ops::cross_entropy_backward_inplace(logits.data(), inv_sum.f32(), targets.i32(), loss.grad_data()[0], r.count,
-                                          d);
+                                          d, form);
       logits.accumulate_grad(logits.value());
     });
     return loss;

@@ -3,6 +3,8 @@
 // (vectorised), a rescale of the running sum when the max grows (online softmax), then Σ exp of
 // the chunk (libmvec expf). Row sums and the loss reduction in double.
 // Backward: OpenMP over rows, dlogits += scale·exp(x − lse) vectorised, then −scale at the target.
+// In place (training): forward leaves exp(x − rowmax), or with InplaceForm::Softmax already the
+// softmax (one L2-resident pass per row instead of backward's pass over [N, V] from memory).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,6 +13,7 @@
 #include "core/error.h"
 #include "ops/cpu_util.h"
 #include "ops/cross_entropy.h"
+#include "ops/cross_entropy_softmax.h"
 #include "ops/simd_math.h"
 
 namespace stretch::ops {
@@ -93,8 +96,11 @@ CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float*
 }
 
 CrossEntropyResult cross_entropy_forward_inplace(float* x_all, float* inv_sum, float* losses, float* lse,
-                                                 const int32_t* targets, const CrossEntropyDims& d) {
+                                                 const int32_t* targets, const CrossEntropyDims& d, InplaceForm form) {
   check_targets(targets, d);
+  STRETCH_CHECK(form == InplaceForm::Exp || d.reduction == Reduction::Sum,
+                "cross_entropy_forward_inplace: the Softmax form needs Reduction::Sum");
+  const bool softmax = form == InplaceForm::Softmax;
   const int64_t V = d.v;
   double total = 0.0;
   int64_t count = 0;
@@ -119,7 +125,13 @@ CrossEntropyResult cross_entropy_forward_inplace(float* x_all, float* inv_sum, f
       s += cs;
     }
     const double l = static_cast<double>(m) + std::log(s);
-    inv_sum[n] = static_cast<float>(1.0 / s);
+    const float inv = static_cast<float>(1.0 / s);
+    inv_sum[n] = inv;
+    if (softmax && t != d.ignore_index) {
+      // backward's g·f with f = dloss·inv_sum at dloss 1 (1.f·inv = inv exactly), while the row is hot
+#pragma omp simd
+      for (int64_t v = 0; v < V; ++v) x[v] *= inv;
+    }
     if (lse) lse[n] = static_cast<float>(l);
     double loss = 0.0;
     if (t != d.ignore_index) {
@@ -133,9 +145,30 @@ CrossEntropyResult cross_entropy_forward_inplace(float* x_all, float* inv_sum, f
 }
 
 void cross_entropy_backward_inplace(float* x_all, const float* inv_sum, const int32_t* targets, float dloss,
-                                    int64_t count, const CrossEntropyDims& d) {
+                                    int64_t count, const CrossEntropyDims& d, InplaceForm form) {
   const float scale = grad_scale(dloss, count, d);
   const int64_t V = d.v;
+  if (form == InplaceForm::Softmax) {
+    // x holds softmax rows (forward's e·inv_sum) except at ignored rows; at scale 1 only the
+    // target entries change.
+    // Threads only when rows are swept (a scale to apply, or ignored rows to zero: count < n).
+    const bool sweeps = scale != 1.f || count < d.n;
+#pragma omp parallel for schedule(static) if (sweeps && d.n * V > cpu::kParallelThreshold / 4)
+    for (int64_t n = 0; n < d.n; ++n) {
+      float* __restrict g = x_all + n * V;
+      const int32_t t = targets[n];
+      if (t == d.ignore_index) {
+        std::fill(g, g + V, 0.f);
+        continue;
+      }
+      if (scale != 1.f) {
+#pragma omp simd
+        for (int64_t v = 0; v < V; ++v) g[v] *= scale;
+      }
+      g[t] -= scale;
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (d.n * V > cpu::kParallelThreshold / 4)
   for (int64_t n = 0; n < d.n; ++n) {
     float* __restrict g = x_all + n * V;
@@ -180,6 +213,16 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
     for (int64_t v = 0; v < V; ++v) g[v] += scale * expf(x[v] - l);
     g[t] -= scale;
   }
+}
+
+CrossEntropyResult cross_entropy_forward_inplace(float* x, float* inv_sum, float* losses, float* lse,
+                                                 const int32_t* targets, const CrossEntropyDims& d) {
+  return cross_entropy_forward_inplace(x, inv_sum, losses, lse, targets, d, InplaceForm::Exp);
+}
+
+void cross_entropy_backward_inplace(float* x, const float* inv_sum, const int32_t* targets, float dloss,
+                                    int64_t count, const CrossEntropyDims& d) {
+  cross_entropy_backward_inplace(x, inv_sum, targets, dloss, count, d, InplaceForm::Exp);
 }
 
 }  // namespace stretch::ops

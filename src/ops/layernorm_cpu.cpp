@@ -1,8 +1,8 @@
 // ops/layernorm_cpu.cpp — LayerNorm fast path: OpenMP over rows, vectorised inner loops over C.
 // Row statistics in float, one pass with a shifted variance (stable for rows with a large mean).
 // Backward is one pass over (inp, dout): each row writes its dinp and adds its dweight/dbias
-// contribution into a fixed row block (cpu::reduce_rows), so the parameter gradients are bitwise
-// the same for any thread count.
+// contribution (in the same loop as its row sums) into a fixed row block (cpu::reduce_rows), so the
+// parameter gradients are bitwise the same for any thread count.
 #include <algorithm>
 #include <cmath>
 
@@ -27,6 +27,31 @@ inline void row_backward(float* __restrict dx, const float* __restrict x, const 
     const float g = (w ? w[c] : 1.f) * dy[c];
     g_sum += g;
     gx_sum += g * xhat;
+  }
+  const float g_mean = g_sum / static_cast<float>(C), gx_mean = gx_sum / static_cast<float>(C);
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const float xhat = (x[c] - m) * r;
+    const float g = (w ? w[c] : 1.f) * dy[c];
+    const float v = r * (g - g_mean - xhat * gx_mean);
+    dx[c] = overwrite ? v : dx[c] + v;
+  }
+}
+
+// row_backward with the row's dweight/dbias contributions (acc [2C]: dy·xhat, then dy) added in
+// its first loop, the same products in the same row order as a separate pass: one read of the row.
+inline void row_backward_acc(float* __restrict dx, float* __restrict acc, const float* __restrict x,
+                             const float* __restrict dy, const float* __restrict w, float m, float r, int64_t C,
+                             bool overwrite) {
+  float g_sum = 0.f, gx_sum = 0.f;
+#pragma omp simd reduction(+ : g_sum, gx_sum)
+  for (int64_t c = 0; c < C; ++c) {
+    const float xhat = (x[c] - m) * r;
+    const float g = (w ? w[c] : 1.f) * dy[c];
+    g_sum += g;
+    gx_sum += g * xhat;
+    acc[c] += dy[c] * xhat;
+    acc[C + c] += dy[c];
   }
   const float g_mean = g_sum / static_cast<float>(C), gx_mean = gx_sum / static_cast<float>(C);
 #pragma omp simd
@@ -95,7 +120,10 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     const float* __restrict x = inp + n * C;
     const float* __restrict dy = dout + n * C;
     const float m = mean[n], r = rstd[n];
-    if (dinp) row_backward(dinp + n * C, x, dy, weight, m, r, C, overwrite);
+    if (dinp) {
+      row_backward_acc(dinp + n * C, acc, x, dy, weight, m, r, C, overwrite);
+      return;
+    }
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       acc[c] += dy[c] * ((x[c] - m) * r);

@@ -21,6 +21,7 @@ class Adam final : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  bool scales_grads_in_update() const override { return true; }
 
   void update(const OptimParam& p, ParamState& st, double lr) override {
     const double b1 = config_.beta1, b2 = config_.beta2, wd = config_.weight_decay;
@@ -34,11 +35,12 @@ class Adam final : public Optimizer {
     float* __restrict m = st.slot[0].f32();
     float* __restrict s2 = st.slot[1].f32();
     const bool decay = wd != 0.0;
+    const float gf = grad_factor_;
     if (config_.kind == OptimizerKind::Adam) {
       const float neg_step = static_cast<float>(-(lr * std::sqrt(bc2) / bc1));
       const float neg_decay = static_cast<float>(-wd * lr);
       for_each_element(p.numel, [=](int64_t i) {
-        const float gi = g[i];
+        const float gi = g[i] * gf;  // multiply_grads' rounding (gf = 1: exact)
         const float mi = m[i] * fb1 + one_minus_b1 * gi;
         const float si = s2[i] * fb2 + one_minus_b2 * gi * gi;
         m[i] = mi;
@@ -53,7 +55,7 @@ class Adam final : public Optimizer {
       const float neg_step = static_cast<float>(-(lr / bc1));
       const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
       for_each_element(p.numel, [=](int64_t i) {
-        const float gi = g[i];
+        const float gi = g[i] * gf;  // multiply_grads' rounding (gf = 1: exact)
         float x = v[i];
         if (decay) x = x * decay_scale;
         const float mi = m[i] * fb1 + one_minus_b1 * gi;

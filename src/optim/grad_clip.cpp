@@ -73,13 +73,18 @@ double clip_grad_norm(std::span<const OptimParam> params, double max_norm) {
   return norm;
 }
 
-double scale_and_clip_grads(std::span<const OptimParam> params, double factor, double max_norm) {
+GradScale scale_and_clip_factor(std::span<const OptimParam> params, double factor, double max_norm) {
   STRETCH_CHECK(!(max_norm < 0) && !std::isnan(max_norm), "--clip-norm " << max_norm << " (must be >= 0)");
-  const double norm = factor * grad_norm(params);
-  if (!std::isfinite(norm)) return norm;
-  const double f = factor * clip_coefficient(norm, max_norm);
-  if (f != 1.0) multiply_grads(params, f);
-  return norm;
+  GradScale out;
+  out.norm = factor * grad_norm(params);
+  if (std::isfinite(out.norm)) out.factor = factor * clip_coefficient(out.norm, max_norm);
+  return out;
+}
+
+double scale_and_clip_grads(std::span<const OptimParam> params, double factor, double max_norm) {
+  const GradScale s = scale_and_clip_factor(params, factor, max_norm);
+  if (s.factor != 1.0) multiply_grads(params, s.factor);
+  return s.norm;
 }
 
 void multiply_grads(std::span<const OptimParam> params, double factor) {

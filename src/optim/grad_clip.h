@@ -33,6 +33,14 @@ void multiply_grads(std::span<const OptimParam> params, double factor);
 // gradients are left untouched and the norm is returned as is (the caller skips the update).
 // Equal to the two-call form up to one float rounding per element (one multiply instead of two).
 double scale_and_clip_grads(std::span<const OptimParam> params, double factor, double max_norm);
+// The same without touching the gradients: norm = scale_and_clip_grads' return value, factor = the
+// multiplier it would apply (factor · coef; 1 when nothing is to be done or the norm is not finite),
+// for Optimizer::step(params, lr, factor), which folds the multiply into its update pass.
+struct GradScale {
+  double norm = 0.0;
+  double factor = 1.0;
+};
+GradScale scale_and_clip_factor(std::span<const OptimParam> params, double factor, double max_norm);
 
 // Σ x[i]² in double over fixed blocks, deterministic for any thread count.
 double sum_of_squares(const float* x /*[N]*/, int64_t n);

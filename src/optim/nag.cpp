@@ -24,6 +24,7 @@ class Nag final : public Optimizer {
     else lr_correct_ = *lr_old_ == 0.0 ? 0.0 : lr / *lr_old_;
   }
   void end_step(double lr) override { lr_old_ = lr; }
+  bool scales_grads_in_update() const override { return true; }
 
   void update(const OptimParam& p, ParamState& st, double lr) override {
     const double mu = momentum_, wd = config_.weight_decay, c = lr_correct_;
@@ -36,13 +37,15 @@ class Nag final : public Optimizer {
     float* __restrict v = p.value;
     const float* __restrict g = p.grad;
     float* __restrict buf = st.slot[0].f32();
+    const float gf = grad_factor_;
     for_each_element(p.numel, [=](int64_t i) {
+      const float gi = g[i] * gf;  // multiply_grads' rounding, without its pass (gf = 1: exact)
       float x = v[i];
       if (decay) x = x * decay_scale;
       x = x + buf_into_p * buf[i];
-      x = x + grad_into_p * g[i];
+      x = x + grad_into_p * gi;
       v[i] = x;
-      buf[i] = buf[i] * buf_scale + grad_into_buf * g[i];
+      buf[i] = buf[i] * buf_scale + grad_into_buf * gi;
     });
   }
 

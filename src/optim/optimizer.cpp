@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "optim/grad_clip.h"
 #include "optim/optimizer_impl.h"
 
 namespace stretch::optim {
@@ -79,8 +80,14 @@ Optimizer::ParamState& Optimizer::state_for(const OptimParam& p) {
   return st;
 }
 
-void Optimizer::step(std::span<const OptimParam> params, double lr) {
+void Optimizer::step(std::span<const OptimParam> params, double lr, double grad_factor) {
   STRETCH_CHECK(std::isfinite(lr) && lr >= 0.0, "learning rate " << lr << " (must be finite and >= 0)");
+  STRETCH_CHECK(std::isfinite(grad_factor), "gradient factor " << grad_factor << " (must be finite)");
+  grad_factor_ = 1.0f;
+  if (grad_factor != 1.0) {
+    if (scales_grads_in_update()) grad_factor_ = static_cast<float>(grad_factor);
+    else multiply_grads(params, grad_factor);
+  }
   ++calls_;
   begin_step(lr);
   for (const OptimParam& p : params) {

@@ -106,8 +106,11 @@ class Optimizer {
   const OptimizerConfig& config() const { return config_; }
   OptimizerKind kind() const { return config_.kind; }
 
-  // One update of every parameter with learning rate lr (finite, ≥ 0).
-  void step(std::span<const OptimParam> params, double lr);
+  // One update of every parameter with learning rate lr (finite, ≥ 0). With grad_factor ≠ 1 the
+  // update uses grad · f (f = float(grad_factor)), bitwise what multiply_grads(params, grad_factor)
+  // followed by step(params, lr) gives: NAG and Adam multiply inside their update loop (one pass
+  // over the gradients fewer; the grads are left unscaled), the others get multiply_grads first.
+  void step(std::span<const OptimParam> params, double lr, double grad_factor = 1.0);
 
   // The tensors are VIEWS of the live state (no copy, like torch): write them out before
   // the next step(). load_state_dict() copies, so a loaded optimizer shares nothing.
@@ -145,8 +148,11 @@ class Optimizer {
   virtual void load_scalars(const nlohmann::json& in, const std::string& source) {}
   // Slot value at start (torch.optim.Adagrad's initial_accumulator_value).
   virtual float slot_init(int slot) const { return 0.0f; }
+  // True when update() reads grad · grad_factor_ itself (see step()).
+  virtual bool scales_grads_in_update() const { return false; }
 
   OptimizerConfig config_;
+  float grad_factor_ = 1.0f;  // this step()'s grad multiplier, for scales_grads_in_update() kinds
 
  private:
   ParamState& state_for(const OptimParam& p);

@@ -86,16 +86,20 @@ UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch>
   r.ntokens = sums[1];
   r.nsentences = sums[2];
   r.sample_size = sums[3];
-  // grads / ntokens and clipping in two passes (the norm's pass also finds non-finite grads).
-  r.gnorm = std::isfinite(r.loss_sum)
-                ? optim::scale_and_clip_grads(ps, 1.0 / std::max(r.sample_size, 1.0), params.clip_norm)
-                : NAN;
+  // grads / ntokens and clipping: the norm's pass (it also finds non-finite grads), then the
+  // multiply folded into the optimizer's update pass (bitwise multiply_grads, then step).
+  optim::GradScale scale;
+  if (std::isfinite(r.loss_sum))
+    scale = optim::scale_and_clip_factor(ps, 1.0 / std::max(r.sample_size, 1.0), params.clip_norm);
+  else
+    scale.norm = NAN;
+  r.gnorm = scale.norm;
   if (!std::isfinite(r.gnorm)) {
     r.outcome = UpdateOutcome::SkippedNonFinite;
     r.gnorm = NAN;
     return r;
   }
-  optimizer.step(ps, r.lr);
+  optimizer.step(ps, r.lr, scale.factor);
   model.after_step();
   state.num_updates += 1;
   return r;

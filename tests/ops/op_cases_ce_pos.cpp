@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/cross_entropy.h"
+#include "ops/cross_entropy_softmax.h"
 #include "ops/op_test_registry.h"
 #include "ops/rope.h"
 #include "ops/sinusoidal.h"
@@ -20,11 +21,14 @@ enum class Targets : uint8_t { Random, SomeIgnored, AllIgnored };
 // buffer) and InPlace (Overwrite with dlogits aliasing a copy of the logits, training's path), both
 // against the reference accumulating into zeros. Fused: cross_entropy_forward_inplace +
 // cross_entropy_backward_inplace on a copy of the logits (training's path) against the reference
-// forward and backward into zeros.
-enum class CeGrad : uint8_t { Plain, Overwrite, InPlace, Fused };
+// forward and backward into zeros. FusedSoftmax: the same with InplaceForm::Softmax (sum only), at
+// dloss 0.75 (backward's extra ×dloss) and FusedSoftmaxUnit at dloss 1 (training's case, only the
+// target entries change in backward).
+enum class CeGrad : uint8_t { Plain, Overwrite, InPlace, Fused, FusedSoftmax, FusedSoftmaxUnit };
 class CrossEntropyRun : public OpRun {
  public:
-  CrossEntropyRun(CrossEntropyDims d, float logit_scale, Targets t, CeGrad g, uint64_t seed) : d_(d), g_(g) {
+  CrossEntropyRun(CrossEntropyDims d, float logit_scale, Targets t, CeGrad g, uint64_t seed)
+      : d_(d), g_(g), dloss_(g == CeGrad::FusedSoftmaxUnit ? 1.f : 0.75f) {
     logits_ = random_floats(d.n * d.v, seed, -logit_scale, logit_scale);
     targets_ = random_ids(d.n, static_cast<int32_t>(d.v), seed + 1);
     for (int64_t n = 0; n < d.n; ++n) {
@@ -40,19 +44,20 @@ class CrossEntropyRun : public OpRun {
       auto& r = o_[static_cast<int>(Impl::Reference)].dlogits;
       std::fill(r.begin(), r.end(), 0.f);
     }
-    if (g == CeGrad::InPlace || g == CeGrad::Fused) o_[static_cast<int>(Impl::Fast)].dlogits = logits_;
+    if (g != CeGrad::Plain && g != CeGrad::Overwrite) o_[static_cast<int>(Impl::Fast)].dlogits = logits_;
     inv_sum_.assign(d.n, 0.f);
   }
   void run(Impl impl, Pass pass) override {
     Out& o = o_[static_cast<int>(impl)];
-    if (g_ == CeGrad::Fused && impl == Impl::Fast) {
+    if (g_ != CeGrad::Plain && g_ != CeGrad::Overwrite && g_ != CeGrad::InPlace && impl == Impl::Fast) {
+      const InplaceForm form = g_ == CeGrad::Fused ? InplaceForm::Exp : InplaceForm::Softmax;
       if (pass == Pass::Forward) {
         CrossEntropyResult r = cross_entropy_forward_inplace(o.dlogits.data(), inv_sum_.data(), o.losses.data(),
-                                                             o.lse.data(), targets_.data(), d_);
+                                                             o.lse.data(), targets_.data(), d_, form);
         o.scalars = {static_cast<float>(r.loss), static_cast<float>(r.count)};
       } else {
-        cross_entropy_backward_inplace(o.dlogits.data(), inv_sum_.data(), targets_.data(), 0.75f,
-                                       static_cast<int64_t>(o.scalars[1]), d_);
+        cross_entropy_backward_inplace(o.dlogits.data(), inv_sum_.data(), targets_.data(), dloss_,
+                                       static_cast<int64_t>(o.scalars[1]), d_, form);
       }
       return;
     }
@@ -67,9 +72,9 @@ class CrossEntropyRun : public OpRun {
       const GradInit init = g_ == CeGrad::Plain ? GradInit::Accumulate : GradInit::Overwrite;
       const float* x = g_ == CeGrad::InPlace ? o.dlogits.data() : logits_.data();
       if (impl == Impl::Fast)
-        cross_entropy_backward(o.dlogits.data(), x, o.lse.data(), targets_.data(), 0.75f, count, d_, init);
+        cross_entropy_backward(o.dlogits.data(), x, o.lse.data(), targets_.data(), dloss_, count, d_, init);
       else
-        ref::cross_entropy_backward(o.dlogits.data(), logits_.data(), o.lse.data(), targets_.data(), 0.75f, count, d_);
+        ref::cross_entropy_backward(o.dlogits.data(), logits_.data(), o.lse.data(), targets_.data(), dloss_, count, d_);
     }
   }
   std::vector<Output> outputs(Impl impl, Pass pass) override {
@@ -88,6 +93,7 @@ class CrossEntropyRun : public OpRun {
   };
   CrossEntropyDims d_;
   CeGrad g_;
+  float dloss_;
   std::vector<float> logits_, inv_sum_;
   std::vector<int32_t> targets_;
   Out o_[2];
@@ -178,6 +184,7 @@ void add_cross_entropy_cases(std::vector<OpCase>& cases) {
       {4, 9, 3.f, Targets::AllIgnored, Reduction::Sum, Size::Edge},
       {3, 1000, 1e4f, Targets::Random, Reduction::Sum, Size::Edge},   // softmax stability: |logits| ≤ 1e4
       {17, 2049, 8.f, Targets::SomeIgnored, Reduction::Mean, Size::Edge},  // V crosses the 512 chunk
+      {64, 2049, 8.f, Targets::SomeIgnored, Reduction::Sum, Size::Edge},   // threaded rows, summed
       {1024, 33280, 8.f, Targets::Random, Reduction::Sum, Size::Bench},
   };
   uint64_t seed = 1300;
@@ -196,8 +203,11 @@ void add_cross_entropy_cases(std::vector<OpCase>& cases) {
     const char* tn = t == Targets::Random ? "" : t == Targets::SomeIgnored ? " some-ignored" : " all-ignored";
     for (auto [g, name] : {std::pair{CeGrad::Plain, "cross_entropy"}, std::pair{CeGrad::Overwrite, "cross_entropy(grad=)"},
                            std::pair{CeGrad::InPlace, "cross_entropy(in place)"},
-                           std::pair{CeGrad::Fused, "cross_entropy(fused in place)"}}) {
+                           std::pair{CeGrad::Fused, "cross_entropy(fused in place)"},
+                           std::pair{CeGrad::FusedSoftmax, "cross_entropy(fused in place, softmax form)"},
+                           std::pair{CeGrad::FusedSoftmaxUnit, "cross_entropy(fused in place, softmax form, dloss 1)"}}) {
       if (g != CeGrad::Plain && s.size == Size::Bench) continue;
+      if ((g == CeGrad::FusedSoftmax || g == CeGrad::FusedSoftmaxUnit) && s.r != Reduction::Sum) continue;
       const CeGrad gv = g;
       cases.push_back(OpCase{.op = name,
                              .shape = "n=" + std::to_string(s.n) + " v=" + std::to_string(s.v) +

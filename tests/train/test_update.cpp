@@ -181,9 +181,13 @@ TEST(TrainUpdate, ReportsFairseqQuantities) {
   EXPECT_NEAR(r.loss_sum / r.ntokens, std::log(40.0), 1e-5);
   EXPECT_DOUBLE_EQ(r.lr, 0.2 * 1 / 4);
   EXPECT_GT(r.gnorm, 1e-3);  // clipping was active, and gnorm is the norm before it
-  // After clipping the gradient norm is clip / (gnorm + 1e-6) · gnorm.
+  // The grads stay the summed ones (the × 1/ntokens · clip multiplier is applied inside the
+  // optimizer's update pass, Optimizer::step(params, lr, grad_factor)): their norm / ntokens is
+  // gnorm, and the multiplier brings it to clip / (gnorm + 1e-6) · gnorm.
   const auto ps = optim_params(run.model);
-  EXPECT_NEAR(optim::grad_norm(ps), 1e-3 * r.gnorm / (r.gnorm + 1e-6), 1e-9);
+  EXPECT_NEAR(optim::grad_norm(ps) / r.ntokens, r.gnorm, 1e-9 * r.gnorm);
+  const optim::GradScale gs = optim::scale_and_clip_factor(ps, 1.0 / r.ntokens, p.clip_norm);
+  EXPECT_NEAR(optim::grad_norm(ps) * gs.factor, 1e-3 * r.gnorm / (r.gnorm + 1e-6), 1e-9);
   const UpdateResult r2 = train_update(run.model, std::span<const LmBatch>(&b, 1), *run.opt, *run.sched, run.state,
                                        p, dist::World::get());
   EXPECT_DOUBLE_EQ(r2.lr, 0.2 * 2 / 4);
