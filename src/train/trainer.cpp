@@ -311,6 +311,13 @@ void check_run_flags(const TrainConfig& c) {
     fail_usage("--add-bos-token has no meaning with --task " + c.task +
                    " (fairseq's flag belongs to the language_modeling task)",
                "drop it, or train with --task language_modeling");
+  if (c.model.value("add_bos_token", false) && c.model.value("pos", std::string()) == "learned" &&
+      c.model.value("max_target_positions", int64_t{0}) < c.tokens_per_sample + 1)
+    fail_usage("--add-bos-token makes rows of --tokens-per-sample + 1 = " + std::to_string(c.tokens_per_sample + 1) +
+                   " tokens, past the learned-position table (--max-target-positions " +
+                   std::to_string(c.model.value("max_target_positions", int64_t{0})) + ")",
+               "give --max-target-positions " + std::to_string(c.tokens_per_sample + 1) +
+                   " (fairseq's rows are as long; its table would overflow the same way)");
   if (parse_lm_task(c.task) == LmTask::TruncatedBptt) {
     // fairseq's TruncatedBPTTLMTask batches by --batch-size only (dataset.batch_size streams).
     if (c.batch_size <= 0)

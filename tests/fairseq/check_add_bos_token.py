@@ -166,6 +166,8 @@ def binary(stretch, tmp):
           "--batch-size", "2"], ["--add-bos-token", "truncated_bptt_lm"]),
         ([stretch, "eval-lm", DATA, "--path", ckpt, "--gen-subset", "valid", "--task", "masked_lm",
           "--add-bos-token"], ["--add-bos-token", "masked_lm"]),
+        (train + ["--add-bos-token", "--pos", "learned", "--save-dir", os.path.join(tmp, "x1")],
+         ["--add-bos-token", "--max-target-positions 16"]),
         ([stretch, "train", DATA, "--arch", "transformer_xl", "--add-bos-token", "--task", "truncated_bptt_lm",
           "--batch-size", "2", "--max-update", "1", "--save-dir", os.path.join(tmp, "x2")], ["add_bos_token"]),
     ]
