@@ -89,6 +89,9 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
                  "over blocks of --tokens-per-sample)")
       ->check(CLI::IsMember({"language_modeling", "truncated_bptt_lm", "masked_lm"}))
       ->capture_default_str();
+  sub.add_flag("--add-bos-token", o.add_bos_token,
+               "fairseq's task flag: <s> before each block, its score dropped (a model trained with "
+               "--add-bos-token gets it without the flag)");
   sub.add_option("--bptt-order", f->bptt_order,
                  "truncated_bptt_lm: fairseq (targets within each block) | transformer_xl (targets cross segments)")
       ->check(CLI::IsMember({"fairseq", "transformer_xl"}))
@@ -118,6 +121,10 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
     }
     if (f->task == "masked_lm") {
       if (f->kv_cache) fail_usage("--kv-cache with --task masked_lm: an encoder has no KV cache", "drop --kv-cache");
+      if (f->config.options.add_bos_token)
+        fail_usage("--add-bos-token has no meaning with --task masked_lm (fairseq's flag belongs to the "
+                   "language_modeling task)",
+                   "drop it: masked_lm rows already start with <s>");
       f->config.options.protocol = eval::EvalProtocol::MaskedLm;
     }
     if (f->remove_bpe_opt->count() > 0) {

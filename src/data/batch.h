@@ -30,4 +30,10 @@ struct Batch {
   void reset(int64_t rows, int64_t width, int32_t pad);
 };
 
+// fairseq's --add-bos-token in training (MonolingualDataset._maybe_add_bos, then collate): `bos`
+// (<s> = 0) before every row's source AND target, so [B, T] becomes [B, T + 1], each row's length
+// and ntokens grow by one (the <s> target is scored, as fairseq scores it), offsets stay those of
+// the block's first token. An empty batch stays empty.
+void prepend_bos(Batch& batch, int32_t bos);
+
 }  // namespace stretch::data

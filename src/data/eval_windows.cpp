@@ -74,24 +74,26 @@ bool EvalWindows::next(Batch& out) {
   const int64_t max_len = p_.tokens_per_sample;  // (L − c) + c, fairseq's max_sample_len
   int64_t tsz = 0;
   for (int64_t k : ids) tsz = std::max(tsz, blocks_->block_length(k));
-  const int64_t width = tsz + c;
+  const int64_t nb = p_.add_bos_token ? 1 : 0;  // <s> before each block (its target not scored)
+  const int64_t width = tsz + nb + c;
   const auto rows = static_cast<int64_t>(ids.size());
   out.reset(rows, width, p_.pad);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t k = ids[static_cast<size_t>(r)];
     const int64_t len = blocks_->block_length(k);
-    const int64_t extra = static_cast<int64_t>(prev_.size()) + len - max_len;
+    const int64_t extra = static_cast<int64_t>(prev_.size()) + nb + len - max_len;
     if (extra > 0) prev_.erase(prev_.begin(), prev_.begin() + std::min<int64_t>(extra, static_cast<int64_t>(prev_.size())));
     const auto np = static_cast<int64_t>(prev_.size());
     int32_t* in = out.src.i32() + r * width;
     int32_t* tg = out.tgt.i32() + r * width;
     std::copy(prev_.begin(), prev_.end(), in);
-    blocks_->source(k, in + np);
-    blocks_->target(k, tg + np);
+    if (nb) in[np] = p_.bos;
+    blocks_->source(k, in + np + nb);
+    blocks_->target(k, tg + np + nb);
     out.ids[static_cast<size_t>(r)] = k;
     out.offsets[static_cast<size_t>(r)] = blocks_->block_start(k);
-    out.lengths[static_cast<size_t>(r)] = static_cast<int32_t>(np + len);
-    out.starts[static_cast<size_t>(r)] = static_cast<int32_t>(np);
+    out.lengths[static_cast<size_t>(r)] = static_cast<int32_t>(np + nb + len);
+    out.starts[static_cast<size_t>(r)] = static_cast<int32_t>(np + nb);
     out.ntokens += len;
     // prev = the last c non-pad tokens of the input row.
     row_.clear();

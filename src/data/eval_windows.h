@@ -10,6 +10,12 @@
 //     So every scored token after the first c has at least c tokens of context, and each
 //     token of the split is scored exactly once (the first one from the initial </s>).
 //   * c = 0 gives the plain blocks (input = source, target = target, start 0).
+//   * add_bos_token (fairseq's --add-bos-token: MonolingualDataset._maybe_add_bos, then
+//     eval_lm's remove_bos_token): each block's source and target get <s> in front, so the
+//     row is prev ‖ <s> ‖ block source, trimmed so len(prev) + 1 + len(block) <= L (a full
+//     block keeps c − 1 tokens of context; c = 0 rows are L + 1 long); the <s> target is
+//     not scored (pad here, start = len(prev) + 1), and prev, the last c non-pad input
+//     tokens, may hold an earlier <s>. Block lengths, batches and counts are unchanged.
 //   * Windows are batched in order by batch_by_size on block lengths (fairseq: max_tokens
 //     counts the new tokens, not the context); all rows of a batch have width
 //     (longest block in the batch) + c, right-padded. The windows do not depend on the
@@ -37,6 +43,8 @@ struct EvalWindowParams {
   BatchSizeParams size{.max_tokens = 0, .max_sentences = 1, .required_batch_size_multiple = 1};
   int32_t pad = 1;
   int32_t eos = 2;
+  bool add_bos_token = false;       // fairseq's --add-bos-token: <s> before each block, its score dropped
+  int32_t bos = 0;
   int64_t num_shards = 1;           // --num-shards
   int64_t shard_id = 0;             // --shard-id, in [0, num_shards)
   BatchSizeParams shard_size{.max_tokens = 36000, .max_sentences = 0, .required_batch_size_multiple = 1};  // fairseq's batches

@@ -84,12 +84,15 @@ void score_rows(const models::LanguageModel& model, const Tensor& hidden, const 
   for (size_t i = 0; i < nll.size(); ++i) stats.add(nll[i], rows.offset[i], rows.target[i]);
 }
 
-data::EvalWindows make_windows(const data::TokenStream& stream, const EvalOptions& o, int64_t L, int64_t c) {
+data::EvalWindows make_windows(const data::TokenStream& stream, const EvalOptions& o, int64_t L, int64_t c,
+                               bool add_bos) {
   data::EvalWindowParams wp;
   wp.tokens_per_sample = L;
   wp.context_window = c;
   wp.pad = o.pad;
   wp.eos = o.eos;
+  wp.add_bos_token = add_bos;
+  wp.bos = o.bos;
   const int64_t budget_rows = std::max<int64_t>(1, kForwardTokens / L);
   int64_t rows = o.max_sentences > 0 ? std::min(o.max_sentences, budget_rows) : budget_rows;
   wp.size = {.max_tokens = o.max_tokens, .max_sentences = rows, .required_batch_size_multiple = 1};
@@ -144,6 +147,9 @@ void evaluate_windows(models::LanguageModel& model, data::EvalWindows& windows, 
     STRETCH_CHECK(static_cast<int64_t>(scored.row.size()) == batch.ntokens,
                   "eval: scored rows " << scored.row.size() << " vs ntokens " << batch.ntokens);
     score_rows(model, hidden, scored, chunk_rows, stats);
+    // fairseq's sample["ntokens"] (what "Evaluated N tokens" counts): with --add-bos-token each
+    // source has one <s> more, although its score is dropped from the loss.
+    r.fairseq_ntokens += batch.ntokens + (r.add_bos_token ? B : 0);
     ++r.forward_passes;
     r.max_rows = std::max(r.max_rows, B);
     if (o.on_progress && !o.on_progress(stats.count + stats.dropped_inf, r.total_tokens)) {
@@ -259,6 +265,15 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
   if (o.stride < 0) fail_usage("--stride " + std::to_string(o.stride) + " must be positive");
   if (o.context_window < 0) fail_usage("--context-window " + std::to_string(o.context_window) + " must be >= 0");
   int64_t c = o.context_window;
+  const bool add_bos = o.add_bos_token || model.info().add_bos_token;
+  if (add_bos && (o.protocol == EvalProtocol::TruncatedBptt || o.protocol == EvalProtocol::KvCache))
+    fail_usage(std::string("--add-bos-token has no meaning with ") +
+                   (o.protocol == EvalProtocol::KvCache ? "--kv-cache" : "--task truncated_bptt_lm") +
+                   (o.add_bos_token ? "" : " (the model was trained with it: its config has add_bos_token true)"),
+               "it is fairseq's language_modeling protocol: drop " +
+                   std::string(o.protocol == EvalProtocol::KvCache ? "--kv-cache" : "--task truncated_bptt_lm") +
+                   (o.add_bos_token ? std::string(" or --add-bos-token")
+                                    : std::string(", or score without <s>: --model-overrides '{\"add_bos_token\": false}'")));
   if (o.protocol == EvalProtocol::TruncatedBptt) {
     // fairseq's TruncatedBPTTLMTask.eval_lm_dataloader raises NotImplementedError with this advice.
     if (o.context_window > 0 || o.stride > 0)
@@ -339,7 +354,9 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
                                    " (stride " + std::to_string(L - c) + ")";
     if (o.num_shards > 1)
       r.protocol_text += ", shard " + std::to_string(o.shard_id) + " of " + std::to_string(o.num_shards);
-    data::EvalWindows windows = make_windows(stream, o, L, c);
+    if (add_bos) r.protocol_text += ", <s> before each block (add_bos_token)";
+    r.add_bos_token = add_bos;
+    data::EvalWindows windows = make_windows(stream, o, L, c, add_bos);
     r.total_tokens = windows.scored_tokens();
     r.block_tokens = L - c;
     r.block_order = windows.fairseq_order();
@@ -382,6 +399,10 @@ nlohmann::json eval_result_json(const EvalResult& r) {
           {"tokens_per_second", r.tokens_per_second},
           {"forward_passes", r.forward_passes},
           {"windows_per_pass", r.max_rows}};
+  if (r.add_bos_token) {
+    j["add_bos_token"] = true;
+    j["fairseq_ntokens"] = r.fairseq_ntokens;  // fairseq's "Evaluated N tokens": count + one <s> per block
+  }
   if (bptt) {
     j["task"] = "truncated_bptt_lm";
     j["fairseq_ntokens"] = r.fairseq_ntokens;
@@ -451,6 +472,7 @@ EvalLmSetup prepare_eval_lm(const EvalLmConfig& cfg) {
                "evaluate on a data-bin binarized with the training dictionary (preprocess --srcdict)");
   s.stream = train::open_split_stream(cfg.data, cfg.gen_subset, s.data);
   s.options = cfg.options;
+  s.options.bos = s.data.bos;
   s.options.pad = s.data.pad;
   s.options.eos = s.data.eos;
   return s;
@@ -528,8 +550,9 @@ int run_eval_lm(const EvalLmConfig& cfg) {
     std::fflush(stdout);
     return 128 + sig;
   }
-  // fairseq counts sample["ntokens"] here: B·T per step for truncated_bptt_lm, the scored targets otherwise.
-  const int64_t tokens = r.protocol == EvalProtocol::TruncatedBptt ? r.fairseq_ntokens : r.count;
+  // fairseq counts sample["ntokens"] here: B·T per step for truncated_bptt_lm, the scored targets plus one
+  // <s> per block with --add-bos-token, the scored targets otherwise.
+  const int64_t tokens = r.protocol == EvalProtocol::TruncatedBptt || r.add_bos_token ? r.fairseq_ntokens : r.count;
   if (words) {
     // Samples (blocks) in fairseq's order; each block's tokens in stream order.
     const int64_t bt = std::max<int64_t>(1, r.block_tokens);

@@ -56,7 +56,11 @@ struct EvalOptions {
   int64_t max_tokens = 0;          // block tokens (without context) per forward pass (0: no limit)
   EvalProtocol protocol = EvalProtocol::Windows;
   bool bptt_across_blocks = false;  // TruncatedBptt: --bptt-order transformer_xl (targets cross segments)
-  int32_t pad = 1, eos = 2;
+  int32_t bos = 0, pad = 1, eos = 2;
+  // fairseq's --add-bos-token (eval-lm's task flag): <s> before each block, its score dropped
+  // (data/eval_windows.h). A model trained with it (ModelInfo::add_bos_token) gets it without the flag.
+  // The windows protocol only: refused with --kv-cache and --task truncated_bptt_lm.
+  bool add_bos_token = false;
   std::string word_probs_path = ""; // per-token NLL dump (TSV: offset, target id, nll nats): --dump-nll
   int64_t num_shards = 1;          // --num-shards: evaluate fairseq's batches shard_id, shard_id + S, ...
   int64_t shard_id = 0;            // --shard-id
@@ -88,7 +92,9 @@ struct EvalResult {
   EvalProtocol protocol = EvalProtocol::Windows;
   std::string protocol_text;      // description for the output
   int64_t total_tokens = 0;       // targets in the stream (count + dropped_inf when complete)
-  int64_t fairseq_ntokens = 0;    // TruncatedBptt: Σ B·T over the steps (fairseq's "Evaluated N tokens")
+  int64_t fairseq_ntokens = 0;    // fairseq's "Evaluated N tokens": TruncatedBptt Σ B·T over the steps; windows:
+                                  // the scored targets (+ one <s> per block with add_bos_token)
+  bool add_bos_token = false;     // <s> was put before each block (the flag or the model's config)
   bool partial = false;           // stopped early by on_progress: the numbers cover `count` targets
   std::vector<int64_t> block_order;  // the blocks evaluated, in fairseq's print order (windows protocol)
   int64_t block_tokens = 0;          // tokens per block (L − c; kv-cache: L)

@@ -142,7 +142,9 @@ std::vector<std::string> generate_samples(models::LanguageModel& model, const da
                                           const GenerateConfig& c,
                                           const std::function<void(const std::string&)>& on_sample) {
   check_sampling_params(c.sampling);
-  std::vector<int32_t> context = {dict.eos()};
+  // fairseq's LanguageModelingTask.inference_step conditions on <s> instead of </s> when the
+  // task has --add-bos-token (sequence_generator: tokens[:, 0] = bos_token), the prompt after it.
+  std::vector<int32_t> context = {model.info().add_bos_token ? dict.bos() : dict.eos()};
   const bool bytes = dict.is_byte_level();
   if (bytes) {
     auto ids = dict.byte_ids();

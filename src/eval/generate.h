@@ -1,7 +1,8 @@
 // eval/generate.h — `stretch generate`: sampling with a KV cache. Every position method is
 // applied in the cached path exactly as in a full forward (ALiBi's −m·(i−j) included, which
 // the ALiBi fork skipped; tests/models/test_kv_cache.cpp checks logits step by step).
-// The context starts with </s>, as every training stream does (REFERENCE.md §4.3).
+// The context starts with </s>, as every training stream does (REFERENCE.md §4.3), or with <s> for a
+// model trained with --add-bos-token (fairseq conditions generation on <s> then).
 #pragma once
 #include <cstdint>
 #include <functional>

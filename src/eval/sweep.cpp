@@ -61,6 +61,7 @@ std::vector<SweepRow> sweep_table(const SweepConfig& cfg) {
         cell.length = L;
         EvalOptions o = cfg.options;
         o.tokens_per_sample = L;
+        o.bos = data.bos;
         o.pad = data.pad;
         o.eos = data.eos;
         if (cfg.sliding) o.context_window = L - 1;

@@ -77,6 +77,7 @@ struct ModelInfo {
   int64_t vocab_size = 0;      // V
   int32_t padding_idx = 1;
   int64_t tokens_per_sample = 0;  // the training length
+  bool add_bos_token = false;     // fairseq's --add-bos-token: <s> before every row (eval: before each block)
   std::string label;           // short description for tables: "alibi"
   std::string summary;         // one line for logs: "transformer_lm_tiny pos=alibi"
 };

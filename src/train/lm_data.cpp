@@ -23,6 +23,7 @@ LmData open_lm_data(const std::string& data_dir) {
   data::Dictionary dict = data::Dictionary::load(dict_path);
   LmData d;
   d.vocab_size = dict.size();
+  d.bos = dict.bos();
   d.pad = dict.pad();
   d.eos = dict.eos();
   d.dict_hash = dict.content_hash();
@@ -35,8 +36,8 @@ namespace {
 
 class BlockSplit final : public LmSplit {
  public:
-  BlockSplit(std::shared_ptr<const data::TokenBlocks> blocks, const data::BatchIteratorParams& p)
-      : iterator_(std::move(blocks), p) {}
+  BlockSplit(std::shared_ptr<const data::TokenBlocks> blocks, const data::BatchIteratorParams& p, int32_t bos)
+      : iterator_(std::move(blocks), p), bos_(bos) {}
   void set_epoch(int64_t epoch) override { schedule_ = iterator_.epoch_schedule(epoch); }
   int64_t num_batches() const override { return static_cast<int64_t>(schedule_.size()); }
   LmBatch batch(int64_t index) const override {
@@ -45,6 +46,7 @@ class BlockSplit final : public LmSplit {
     if (b < 0) return out;  // an empty fill batch (data parallelism): contributes nothing
     data::Batch batch;
     iterator_.collate(iterator_.frozen_batches()[static_cast<size_t>(b)], batch);
+    if (bos_ >= 0) data::prepend_bos(batch, bos_);
     out.src = batch.src;
     out.tgt = batch.tgt;
     out.ntokens = batch.ntokens;
@@ -55,6 +57,7 @@ class BlockSplit final : public LmSplit {
  private:
   data::BatchIterator iterator_;
   std::vector<int64_t> schedule_;
+  int32_t bos_ = -1;  // --add-bos-token: <s> before every row; -1: none
 };
 
 // --task truncated_bptt_lm: every step of the streams is one batch, in order, every epoch.
@@ -123,6 +126,11 @@ std::shared_ptr<const data::TokenStream> open_split_stream(const std::string& da
 
 std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::string& split, const LmData& data,
                                        const LmSplitOptions& o) {
+  if (o.add_bos_token && o.task != LmTask::LanguageModeling)
+    fail_usage(std::string("--add-bos-token has no meaning with --task ") + lm_task_name(o.task) +
+                   " (fairseq's flag belongs to the language_modeling task)",
+               o.task == LmTask::MaskedLm ? "drop it: masked_lm rows already start with <s>"
+                                          : "drop it, or train with --task language_modeling");
   if (o.task == LmTask::MaskedLm) return open_masked_lm_split(data_dir, split, data, o, o.mask);
   auto stream = open_split_stream(data_dir, split, data);
   if (o.task == LmTask::TruncatedBptt) {
@@ -152,7 +160,7 @@ std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::s
   p.num_shards = o.shard_count;
   p.shard_id = o.shard_rank;
   p.pad = data.pad;
-  auto split_ptr = std::make_unique<BlockSplit>(blocks, p);
+  auto split_ptr = std::make_unique<BlockSplit>(blocks, p, o.add_bos_token ? data.bos : -1);
   split_ptr->set_epoch(1);
   return split_ptr;
 }

@@ -61,6 +61,9 @@ struct LmSplitOptions {
   LmTask task = LmTask::LanguageModeling;
   data::BpttTargets bptt_order = data::BpttTargets::WithinBlock;  // truncated_bptt_lm only
   MaskSettings mask{};                                              // masked_lm only
+  // fairseq's --add-bos-token (language_modeling only): <s> before every row's source and target
+  // (data::prepend_bos); batching still counts the blocks' own lengths, as fairseq's does.
+  bool add_bos_token = false;
 };
 
 class LmSplit {
@@ -77,7 +80,7 @@ LmBatch bptt_batch(const data::BpttStreams& streams, int64_t step);
 
 struct LmData {
   int64_t vocab_size = 0;
-  int32_t pad = 1, eos = 2;
+  int32_t bos = 0, pad = 1, eos = 2;
   std::string dict_hash;
   std::string dict_path;
   bool byte_level = false;  // every symbol is a byte value: loss per token = bits per byte
@@ -88,7 +91,8 @@ LmData open_lm_data(const std::string& data_dir);
 // The concatenated token stream of DATA/<split>.{bin,idx}, ids checked < vocab_size.
 std::shared_ptr<const data::TokenStream> open_split_stream(const std::string& data_dir, const std::string& split,
                                                            const LmData& data);
-// Opens DATA/<split>.{bin,idx}; checks every id < vocab_size; errors name the file.
+// Opens DATA/<split>.{bin,idx}; checks every id < vocab_size; errors name the file. A usage error
+// names --add-bos-token with a task other than language_modeling.
 std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::string& split, const LmData& data,
                                        const LmSplitOptions& options);
 

@@ -306,6 +306,18 @@ class TrainingRun {
 int64_t groups_of(int64_t batches, int64_t update_freq) { return (batches + update_freq - 1) / update_freq; }
 
 void check_run_flags(const TrainConfig& c) {
+  // Before the --save-dir is made (open_lm_split says the same for a library caller).
+  if (c.model.value("add_bos_token", false) && parse_lm_task(c.task) != LmTask::LanguageModeling)
+    fail_usage("--add-bos-token has no meaning with --task " + c.task +
+                   " (fairseq's flag belongs to the language_modeling task)",
+               "drop it, or train with --task language_modeling");
+  if (c.model.value("add_bos_token", false) && c.model.value("pos", std::string()) == "learned" &&
+      c.model.value("max_target_positions", int64_t{0}) < c.tokens_per_sample + 1)
+    fail_usage("--add-bos-token makes rows of --tokens-per-sample + 1 = " + std::to_string(c.tokens_per_sample + 1) +
+                   " tokens, past the learned-position table (--max-target-positions " +
+                   std::to_string(c.model.value("max_target_positions", int64_t{0})) + ")",
+               "give --max-target-positions " + std::to_string(c.tokens_per_sample + 1) +
+                   " (fairseq's rows are as long; its table would overflow the same way)");
   if (parse_lm_task(c.task) == LmTask::TruncatedBptt) {
     // fairseq's TruncatedBPTTLMTask batches by --batch-size only (dataset.batch_size streams).
     if (c.batch_size <= 0)
@@ -351,7 +363,8 @@ TrainingRun::TrainingRun(TrainConfig config)
                             .shard_count = world_.size(),
                             .task = task,
                             .bptt_order = c.bptt_order,
-                            .mask = c.mask};
+                            .mask = c.mask,
+                            .add_bos_token = c.model.value("add_bos_token", false)};
   train_split_ = open_lm_split(c.data, c.train_subset, data_, train_opts);
   if (!c.disable_validation) {
     LmSplitOptions vo = train_opts;

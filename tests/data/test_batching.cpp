@@ -202,6 +202,29 @@ TEST(BatchIterator, CollationPadsRightAndCountsTargets) {
   EXPECT_EQ(b.offsets, (std::vector<int64_t>{0, 3}));
 }
 
+// --add-bos-token: fairseq's MonolingualDataset._maybe_add_bos puts <s> (0) before each sample's
+// source and target, then collate right-pads; worked out by hand for the two blocks above.
+TEST(BatchIterator, PrependBosAsFairseqMonolingualDataset) {
+  auto s = std::make_shared<MemoryTokenStream>(std::vector<Ids>{{5, 6, 2}, {7, 2}});
+  auto blocks = std::make_shared<TokenBlocks>(s, TokenBlockParams{.block_size = 3, .break_mode = BreakMode::Eos});
+  BatchIteratorParams p;
+  p.size = {.max_tokens = 0, .max_sentences = 2, .required_batch_size_multiple = 1};
+  p.index_order = IndexOrder::Natural;
+  BatchIterator it(blocks, p);
+  Batch b;
+  it.collate({0, 1}, b);
+  prepend_bos(b, 0);
+  ASSERT_EQ(b.src.shape(), (Shape{2, 4}));
+  EXPECT_EQ(Ids(b.src.i32(), b.src.i32() + 8), (Ids{0, 2, 5, 6, 0, 2, 7, 1}));
+  EXPECT_EQ(Ids(b.tgt.i32(), b.tgt.i32() + 8), (Ids{0, 5, 6, 2, 0, 7, 2, 1}));
+  EXPECT_EQ(b.lengths, (std::vector<int32_t>{4, 3}));
+  EXPECT_EQ(b.ntokens, 7);  // fairseq's sample["ntokens"] = sum(len(source)): the <s> targets count
+  EXPECT_EQ(b.offsets, (std::vector<int64_t>{0, 3}));
+  Batch empty;
+  prepend_bos(empty, 0);
+  EXPECT_TRUE(empty.empty());
+}
+
 TEST(BatchIterator, BlocksLongerThanMaxPositions) {
   // Lines of 3, 6 and 2 tokens in eos mode; max_positions 4 drops the 6-token line.
   auto s = std::make_shared<MemoryTokenStream>(std::vector<Ids>{{5, 6, 2}, {7, 7, 7, 7, 7, 2}, {8, 2}});

@@ -70,6 +70,39 @@ TEST(EvalWindows, StrideFormAndNoContext) {
   EXPECT_THROW(EvalWindows(stream_10_to_19(), {.tokens_per_sample = 4, .context_window = 4}), Error);
 }
 
+// --add-bos-token, worked out by hand from fairseq 0.12.2's LMContextWindowDataset.collater over
+// MonolingualDataset(add_bos_token=True) samples (<s> = 0 before each block's source and target),
+// with eval_lm's remove_bos_token: the <s> target is not scored (pad here, start one later).
+TEST(EvalWindows, AddBosTokenTables) {
+  EvalWindowParams p{.tokens_per_sample = 4, .context_window = 0};
+  p.add_bos_token = true;
+  EvalWindows w0(stream_10_to_19(), p);
+  auto got = all_windows(w0);  // block mode: rows of L + 1
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], (Window{{0, 2, 10, 11, 12}, {1, 10, 11, 12, 13}, 1}));
+  EXPECT_EQ(got[1], (Window{{0, 13, 14, 15, 16}, {1, 14, 15, 16, 17}, 1}));
+  EXPECT_EQ(got[2], (Window{{0, 17, 18}, {1, 18, 19}, 1}));
+  EXPECT_EQ(w0.scored_tokens(), 10);
+
+  p.context_window = 2;  // a full block keeps c - 1 = 1 token of context
+  EvalWindows w2(stream_10_to_19(), p);
+  got = all_windows(w2);
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(got[0], (Window{{0, 2, 10, 1, 1}, {1, 10, 11, 1, 1}, 1}));
+  EXPECT_EQ(got[1], (Window{{10, 0, 11, 12, 1}, {1, 1, 12, 13, 1}, 2}));
+  EXPECT_EQ(got[2], (Window{{12, 0, 13, 14, 1}, {1, 1, 14, 15, 1}, 2}));
+  EXPECT_EQ(got[4], (Window{{16, 0, 17, 18, 1}, {1, 1, 18, 19, 1}, 2}));
+
+  p.context_window = 3;  // blocks of 1: the context holds earlier <s> tokens, as fairseq's prev_tokens
+  EvalWindows w3(stream_10_to_19(), p);
+  got = all_windows(w3);
+  ASSERT_EQ(got.size(), 10u);
+  EXPECT_EQ(got[0], (Window{{0, 2, 1, 1, 1}, {1, 10, 1, 1, 1}, 1}));
+  EXPECT_EQ(got[1], (Window{{0, 2, 0, 10, 1}, {1, 1, 1, 11, 1}, 3}));
+  EXPECT_EQ(got[2], (Window{{0, 10, 0, 11, 1}, {1, 1, 1, 12, 1}, 3}));
+  EXPECT_EQ(got[9], (Window{{0, 17, 0, 18, 1}, {1, 1, 1, 19, 1}, 3}));
+}
+
 TEST(EvalWindows, BatchingDoesNotChangeWindowsAndEveryTokenIsScoredOnce) {
   // A longer stream over several lines, L = 16, every c, several batch sizes.
   std::vector<Ids> items;

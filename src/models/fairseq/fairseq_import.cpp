@@ -67,12 +67,13 @@ const FamilyMapping kTransformerLmCommon = {
                "decoder_embed_dim", "decoder_output_dim", "decoder_input_dim", "decoder_ffn_embed_dim",
                "decoder_layers", "decoder_attention_heads", "decoder_normalize_before", "no_decoder_final_norm",
                "no_token_positional_embeddings", "share_decoder_input_output_embed", "decoder_learned_pos",
-               "no_scale_embedding", "layernorm_embedding", "tokens_per_sample", "max_target_positions", "max_tokens"},
+               "no_scale_embedding", "layernorm_embedding", "tokens_per_sample", "max_target_positions", "max_tokens",
+               "add_bos_token"},
     .neutral = {{"character_embeddings", false},
                 {"decoder_layers_to_keep", nullptr},    {"base_layers", 0},
                 {"scale_fc", false},                    {"scale_attn", false},
                 {"scale_heads", false},                 {"scale_resids", false},
-                {"decoder_xformers_att_config", nullptr}, {"add_bos_token", false},
+                {"decoder_xformers_att_config", nullptr},
                 {"cross_self_attention", false},        {"quant_noise_pq", 0.0},
                 {"quant_noise_scalar", 0.0}},
     .ignored = {"character_filters", "character_embedding_dim", "char_embedder_highway_layers", "checkpoint_activations",
@@ -401,6 +402,8 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
   c.share_decoder_input_output_embed = flag(m, "share_decoder_input_output_embed", false);
   c.no_scale_embedding = flag(m, "no_scale_embedding", false);
   c.layernorm_embedding = flag(m, "layernorm_embedding", false);
+  // fairseq's task flag (the model config mirrors it: II("task.add_bos_token")); either says it.
+  c.add_bos_token = flag(m, "add_bos_token", false) || (task.is_object() && flag(task, "add_bos_token", false));
   c.dropout = static_cast<float>(num(m, "dropout", 0.1));
   c.attention_dropout = static_cast<float>(num(m, "attention_dropout", 0.0));
   c.activation_dropout = static_cast<float>(num(m, "activation_dropout", num(m, "relu_dropout", 0.0)));

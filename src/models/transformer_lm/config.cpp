@@ -226,6 +226,11 @@ const std::vector<Field<TransformerLMConfig>>& TransformerLMConfig::fields() {
                            .help = "XL-style memory: every layer also attends to its detached inputs of the last N "
                                    "tokens of earlier batches (--task truncated_bptt_lm; alibi, t5, none)",
                            .role = R::Free}),
+      boolean(&C::add_bos_token,
+              {.key = "add_bos_token", .flag = "--add-bos-token",
+               .help = "fairseq's --add-bos-token: <s> starts every training row (input and a scored target); "
+                       "eval-lm adds it before each block and drops its score",
+               .role = R::Free}),
   };
   return table;
 }

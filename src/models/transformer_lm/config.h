@@ -91,6 +91,11 @@ struct TransformerLMConfig {
   // inputs of the last M earlier tokens, detached (transformer_lm.h HiddenMemory). 0: none.
   // Relative methods only (alibi, t5, none); a free field, so eval-lm may override it.
   int64_t mem_len = 0;
+  // fairseq's --add-bos-token (a language_modeling task flag; models/fairseq import/export write it
+  // as add_bos_token): <s> is prepended to every training row's input and target (that target is
+  // scored), and eval-lm prepends it to each window's block and drops its score. Free: a fine-tune
+  // may change it, and --model-overrides may at evaluation.
+  bool add_bos_token = false;
 
   bool rope_anywhere() const { return pos == PosMethod::Rope || pos_upper == UpperPos::Rope; }
   bool t5_anywhere() const { return pos == PosMethod::T5 || pos_upper == UpperPos::T5; }

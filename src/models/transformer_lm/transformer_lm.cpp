@@ -157,6 +157,7 @@ ModelInfo TransformerLM::info() const {
   const auto& c = config_;
   std::string summary = c.arch + " pos=" + pos_method_name(c.pos);
   if (c.layernorm_embedding) summary += " layernorm-embedding";
+  if (c.add_bos_token) summary += " add-bos-token";
   if (c.input_dim() != c.decoder_embed_dim) summary += " input-dim=" + std::to_string(c.input_dim());
   if (c.has_project_out()) summary += " output-dim=" + std::to_string(c.output_dim());
   if (c.adaptive_input) summary += " adaptive-input=" + c.adaptive_input_cutoff;
@@ -171,6 +172,7 @@ ModelInfo TransformerLM::info() const {
           .vocab_size = c.vocab_size,
           .padding_idx = c.padding_idx,
           .tokens_per_sample = c.tokens_per_sample,
+          .add_bos_token = c.add_bos_token,
           .label = pos_method_name(c.pos),
           .summary = summary};
 }
