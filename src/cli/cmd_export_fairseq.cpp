@@ -30,6 +30,11 @@ void add_export_fairseq(CLI::App& sub, Runner& run) {
       std::cout << "export-fairseq | wrote " << o->out << " (fairseq examples/adaptive_span, args Namespace; evaluate "
                 << "with fairseq-eval-lm DATA --path " << o->out << " --user-dir examples/adaptive_span --task "
                 << "truncated_bptt_lm --batch-size 8 --tokens-per-sample " << model->info().tokens_per_sample << ")\n";
+    else if (model->info().family == "transformer_xl")
+      std::cout << "export-fairseq | wrote " << o->out << " (fairseq examples/truncated_bptt transformer_xl, args "
+                << "Namespace; evaluate with fairseq-eval-lm DATA --path " << o->out << " --user-dir "
+                << "examples/truncated_bptt --task truncated_bptt_lm --batch-size 8 --tokens-per-sample "
+                << model->info().tokens_per_sample << ")\n";
     else
       std::cout << "export-fairseq | wrote " << o->out << " (fairseq transformer_lm, args Namespace; evaluate with "
                 << "fairseq-eval-lm DATA --path " << o->out << ")\n";

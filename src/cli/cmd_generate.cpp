@@ -1,4 +1,5 @@
-// cli/cmd_generate.cpp — `stretch generate DATA --path CKPT --prompt TEXT`: sampling with a KV cache.
+// cli/cmd_generate.cpp — `stretch generate DATA --path CKPT --prompt TEXT`: sampling with a KV cache
+// (Transformer-XL: its memory).
 #include <cmath>
 #include <cstdlib>
 
@@ -52,6 +53,9 @@ void add_generate(CLI::App& sub, Runner& run) {
       ->check(finite_where([](double v) { return v > 0 && v <= 1; }, "must be a number in (0, 1] (1: off)"));
   sub.add_option("--seed", c.seed)->capture_default_str();
   sub.add_option("--nbest", c.nbest, "number of samples")->capture_default_str()->transform(int_at_least(1, "samples to draw"));
+  sub.add_flag("--print-scores", c.print_scores,
+               "after each sample, a line 'ids' with the new token ids and a line 'logprobs' with their natural-log "
+               "probabilities under the model");
   sub.add_option("--model-overrides", *overrides, "JSON or Python dict literal of model config keys");
   run = [cfg, common, overrides] {
     apply_common_options(*common);

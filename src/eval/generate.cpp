@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <numeric>
@@ -22,6 +23,14 @@ int64_t first_nan(const float* logits, int64_t vocab) {
   for (int64_t v = 0; v < vocab; ++v)
     if (std::isnan(logits[v]) || logits[v] == INFINITY) return v;
   return -1;
+}
+
+// log softmax(scores)[id] in double: the model's log-probability of `id`.
+double log_softmax_at(const float* scores, int64_t vocab, int32_t id) {
+  const double mx = *std::max_element(scores, scores + vocab);
+  double sum = 0;
+  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(scores[v]) - mx);
+  return static_cast<double>(scores[id]) - mx - std::log(sum);
 }
 
 const char* kNanHint =
@@ -82,7 +91,8 @@ std::vector<int32_t> banned_ids(const data::Dictionary& dict) {
 }
 
 std::vector<int32_t> generate_tokens(models::LanguageModel& model, const std::vector<int32_t>& context,
-                                     const SamplingParams& p, Rng& rng, const std::vector<int32_t>& banned) {
+                                     const SamplingParams& p, Rng& rng, const std::vector<int32_t>& banned,
+                                     std::vector<double>* log_probs) {
   autograd::NoGradGuard no_grad;
   const int64_t V = model.head().vocab_size();
   if (context.empty()) fail_usage("generate: the context is empty", "start it with </s> as training streams do");
@@ -104,6 +114,7 @@ std::vector<int32_t> generate_tokens(models::LanguageModel& model, const std::ve
                   kNanHint);
     int32_t next = sample_from_logits(logits.f32(), V, p, rng, banned);
     out.push_back(next);
+    if (log_probs) log_probs->push_back(log_softmax_at(logits.f32(), V, next));
     if (next == p.stop_token) break;
     src = Tensor::empty({1, 1}, DType::I32);
     src.i32()[0] = next;
@@ -159,13 +170,28 @@ std::vector<std::string> generate_samples(models::LanguageModel& model, const da
   Rng rng(c.seed, 0x9e4);
   std::vector<std::string> samples;
   for (int64_t n = 0; n < c.nbest; ++n) {
-    std::vector<int32_t> out = generate_tokens(model, context, sp, rng, banned);
+    std::vector<double> log_probs;
+    std::vector<int32_t> out = generate_tokens(model, context, sp, rng, banned, c.print_scores ? &log_probs : nullptr);
     if (bytes) {  // the prompt as given (a byte the dictionary lacks went in as <unk>), then new bytes
       samples.push_back(c.prompt + dict.decode_bytes(out));
     } else {
       std::vector<int32_t> all(context.begin() + 1, context.end());
       all.insert(all.end(), out.begin(), out.end());
       samples.push_back(dict.decode(all, data::Dictionary::EosInDecode::Keep));
+    }
+    if (c.print_scores) {
+      std::string ids = "\nids\t", lps = "\nlogprobs\t";
+      char buf[32];
+      for (size_t i = 0; i < out.size(); ++i) {
+        std::snprintf(buf, sizeof buf, "%.9g", log_probs[i]);
+        if (i > 0) {
+          ids += ' ';
+          lps += ' ';
+        }
+        ids += std::to_string(out[i]);
+        lps += buf;
+      }
+      samples.back() += ids + lps;
     }
     if (on_sample) on_sample(samples.back());
   }

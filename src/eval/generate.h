@@ -46,9 +46,13 @@ int32_t sample_from_logits(const float* logits, int64_t vocab, const SamplingPar
 std::vector<int32_t> banned_ids(const data::Dictionary& dict);
 // Continues `context` (ids, starting with eos) by up to max_len tokens with a KV cache (the
 // context in one pass, then one token per pass); returns the new ids. NaN scores at a step are
-// an error naming the step.
+// an error naming the step. `log_probs`, when given, receives the model's natural-log probability
+// of each new id (log-softmax over all V ids, before temperature, top-k, top-p and banning).
+// Transformer-XL's state is its memory (HF's `mems`): the context after mem_len zero rows, then
+// each token sees the last mem_len layer inputs (models/transformer_xl/transformer_xl.h).
 std::vector<int32_t> generate_tokens(models::LanguageModel& model, const std::vector<int32_t>& context,
-                                     const SamplingParams& p, Rng& rng, const std::vector<int32_t>& banned);
+                                     const SamplingParams& p, Rng& rng, const std::vector<int32_t>& banned,
+                                     std::vector<double>* log_probs = nullptr);
 
 struct GenerateConfig {
   std::string data;             // data-bin directory (its dict.txt); empty: the model file's dictionary
@@ -57,6 +61,7 @@ struct GenerateConfig {
   SamplingParams sampling;
   uint64_t seed = 1;
   int64_t nbest = 1;            // samples to draw
+  bool print_scores = false;    // --print-scores: each sample also lists its new ids and their log-probs
   nlohmann::json overrides = nlohmann::json::object();
 };
 
@@ -65,7 +70,9 @@ struct GenerateConfig {
 data::Dictionary generation_dictionary(const GenerateConfig& config, const models::ModelFile& file, int64_t vocab);
 // What `stretch generate` prints, one string per sample (config.nbest of them), drawn from one
 // Rng(config.seed) in order: the prompt and its continuation. run_generate and the Python module
-// (python/) call it; `on_sample`, when given, sees each sample as soon as it is drawn.
+// (python/) call it; `on_sample`, when given, sees each sample as soon as it is drawn. With
+// print_scores a sample is three lines: the text, "ids\t" and the new ids, "logprobs\t" and
+// their natural-log probabilities (%.9g), space-separated.
 std::vector<std::string> generate_samples(models::LanguageModel& model, const data::Dictionary& dict,
                                           const GenerateConfig& config,
                                           const std::function<void(const std::string&)>& on_sample = {});

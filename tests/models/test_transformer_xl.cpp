@@ -328,9 +328,48 @@ TEST(TransformerXL, SegmentStateSaveLoadIsExact) {
   EXPECT_EQ(std::memcmp(x.bytes(), y.bytes(), x.nbytes()), 0);
   // A different batch size is a usage error naming --mem-len.
   EXPECT_THROW((void)model.features(random_tokens(3, 5, 1), {.state = a.get()}), Error);
-  // No KV cache / generation for this family: a usage error, not a crash.
-  EXPECT_THROW((void)model.new_segment_state(SegmentUse::Decode), Error);
+  // No --kv-cache for this family: a usage error, not a crash (generation has its own state, below).
+  EXPECT_THROW((void)model.new_segment_state(SegmentUse::Memory), Error);
   EXPECT_EQ(TransformerXL(small(0)).new_segment_state(SegmentUse::Training), nullptr);
+}
+
+// Generation's state (SegmentUse::Decode). mem_len 0: every earlier token is kept, so a context
+// then one token per call gives, at every step, the last row of ONE forward over the whole
+// sequence (what HF's generate computes at mem_len 0, re-running it); mem_len 4 with HF's zero
+// start: the state holds exactly 4 rows after every call, and a step sees the last 4 layer inputs
+// (= a Training memory fed the same calls; the HF equality itself is check_xl_generate.py's).
+TEST(TransformerXL, DecodeStateIsTheMemory) {
+  autograd::NoGradGuard no_grad;
+  TransformerXL full(small(0));
+  full.init(9);
+  const Tensor seq = random_tokens(1, 12, 40);
+  const Tensor one = full.features(seq, {}).value();  // [1, 12, C]
+  auto state = full.new_segment_state(SegmentUse::Decode);
+  ASSERT_NE(state, nullptr);
+  const Tensor ctx = full.features(columns(seq, 0, 5), {.state = state.get()}).value();
+  EXPECT_LE(max_rel_diff(ctx, one, 0), 1e-5);
+  for (int64_t t = 5; t < 12; ++t) {
+    const Tensor step = full.features(columns(seq, t, 1), {.state = state.get()}).value();  // [1, 1, C]
+    EXPECT_LE(max_rel_diff(step, one, t), 1e-5) << "token " << t;
+  }
+  EXPECT_EQ(state->kept(), 12);
+  EXPECT_EQ(state->position(), 12);
+
+  TransformerXL mem(small(4));
+  mem.init(9);
+  auto decode = mem.new_segment_state(SegmentUse::Decode), train = mem.new_segment_state(SegmentUse::Training);
+  Tensor a = mem.features(columns(seq, 0, 5), {.state = decode.get()}).value();
+  Tensor b = mem.features(columns(seq, 0, 5), {.state = train.get()}).value();
+  EXPECT_EQ(std::memcmp(a.bytes(), b.bytes(), a.nbytes()), 0);
+  for (int64_t t = 5; t < 12; ++t) {
+    a = mem.features(columns(seq, t, 1), {.state = decode.get()}).value();
+    b = mem.features(columns(seq, t, 1), {.state = train.get()}).value();
+    EXPECT_EQ(std::memcmp(a.bytes(), b.bytes(), a.nbytes()), 0) << "token " << t;
+    EXPECT_EQ(decode->kept(), 4);
+  }
+  // The memory matters: the last step without it (a fresh zero memory) differs.
+  const Tensor alone = mem.features(columns(seq, 11, 1), {}).value();
+  EXPECT_GT(max_rel_diff(alone, a, 0), 1e-3);
 }
 
 }  // namespace

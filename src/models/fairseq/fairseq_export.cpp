@@ -1,14 +1,17 @@
 // models/fairseq/fairseq_export.cpp — see fairseq_export.h.
 #include "models/fairseq/fairseq_export.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <sstream>
 
 #include "core/error.h"
 #include "models/adaptive_span/config.h"
 #include "models/registry.h"
 #include "models/transformer_lm/config.h"
+#include "models/transformer_xl/config.h"
 #include "tensor/pickle_writer.h"
 #include "tensor/torch_file.h"
 
@@ -30,18 +33,42 @@ AdaptiveSpanConfig exportable_span_config(const nlohmann::json& j) {
   return c;
 }
 
+// Refuses what fairseq's transformer_xl (HF TransfoXL with untie_r, zero first memory) cannot build.
+TransformerXLConfig exportable_xl_config(const nlohmann::json& j) {
+  const TransformerXLConfig c = TransformerXLConfig::from_json(j);
+  if (c.xl_original)
+    fail_usage("export-fairseq: the model has --xl-original (empty first memory, one shared r bias pair), which "
+               "fairseq's transformer_xl (HF TransfoXL) does not build",
+               "export models trained with HF's semantics (no --xl-original)");
+  if (!c.untie_r)
+    fail_usage("export-fairseq: the model shares one r bias pair (untie_r false); fairseq's transformer_xl builds "
+               "HF's default, one pair per layer",
+               "export models with untie_r true (the default)");
+  return c;
+}
+
+std::vector<int64_t> cutoff_list(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(std::stoll(item));
+  return out;
+}
+
 }  // namespace
 
 void export_fairseq(const LanguageModel& model, const std::string& path) {
   const nlohmann::json j = model.config_json();
   const Family& family = family_of_config(j, path);
-  if (family.name != "transformer_lm" && family.name != "adaptive_span")
-    fail_usage("export-fairseq: the model is of the " + family.name + " family; transformer_lm and adaptive_span "
-               "export today");
-  const bool span = family.name == "adaptive_span";
+  if (family.name != "transformer_lm" && family.name != "adaptive_span" && family.name != "transformer_xl")
+    fail_usage("export-fairseq: the model is of the " + family.name + " family; transformer_lm, adaptive_span and "
+               "transformer_xl export today");
+  const bool span = family.name == "adaptive_span", xl = family.name == "transformer_xl";
   const AdaptiveSpanConfig sc = span ? exportable_span_config(j) : AdaptiveSpanConfig{};
-  const TransformerLMConfig c = span ? TransformerLMConfig{} : TransformerLMConfig::from_json(j);
-  if (!span && c.pos != PosMethod::Sinusoidal && c.pos != PosMethod::Learned && c.pos != PosMethod::None)
+  const TransformerXLConfig xc = xl ? exportable_xl_config(j) : TransformerXLConfig{};
+  const bool lm = !span && !xl;
+  const TransformerLMConfig c = lm ? TransformerLMConfig::from_json(j) : TransformerLMConfig{};
+  if (lm && c.pos != PosMethod::Sinusoidal && c.pos != PosMethod::Learned && c.pos != PosMethod::None)
     fail_usage(std::string("export-fairseq: the model has --pos ") + pos_method_name(c.pos) +
                    ", which fairseq 0.12.2's transformer_lm has no module for",
                "export models with --pos sinusoidal, learned or none");
@@ -93,6 +120,33 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
     kv_i("tokens_per_sample", sc.tokens_per_sample);
     kv_i("max_target_positions", sc.tokens_per_sample);
     w.namespace_end();
+  } else if (xl) {
+    // examples/truncated_bptt's TransformerXLConfig; fairseq-eval-lm needs --user-dir examples/truncated_bptt.
+    kv_s("arch", "transformer_xl");
+    kv_s("task", "truncated_bptt_lm");
+    kv_s("criterion", "cross_entropy");
+    kv_s("data", ".");
+    w.str("cutoffs");
+    w.empty_list();
+    w.mark();
+    for (int64_t v : cutoff_list(xc.cutoffs)) w.integer(v);
+    w.appends_from_mark();
+    kv_i("d_model", xc.d_model);
+    kv_i("n_head", xc.n_head);
+    kv_i("d_head", xc.d_head);
+    kv_i("d_inner", xc.d_inner);
+    kv_i("div_val", xc.div_val);
+    kv_i("n_layer", xc.n_layer);
+    kv_i("mem_len", xc.mem_len);
+    kv_i("clamp_len", xc.clamp_len);
+    kv_b("same_length", xc.same_length);
+    kv_f("dropout", xc.dropout);
+    kv_f("dropatt", xc.dropatt);
+    kv_b("checkpoint_activations", false);
+    kv_b("offload_activations", false);
+    kv_i("tokens_per_sample", xc.tokens_per_sample);
+    kv_i("max_target_positions", xc.max_target_positions);
+    w.namespace_end();
   } else {
     kv_s("arch", "transformer_lm");
     kv_s("task", "language_modeling");
@@ -137,7 +191,7 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
   w.str("model");
   w.empty_dict();
   w.mark();
-  if (!span) {
+  if (lm) {
     Tensor version = Tensor::full(Shape{1}, 3.0f);  // TransformerDecoder's "version" buffer
     w.str("decoder.version");
     tensor(add_storage(version), version);
@@ -168,8 +222,21 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
     for (int64_t l = 0; l < sc.n_layer; ++l)
       buffer("decoder.model.layers." + std::to_string(l) + ".attn.attn.adaptive_span._mask.mask_template", tmpl);
   }
-  if (!span && c.adaptive_input) buffer("decoder.embed_tokens._float_tensor", Tensor::zeros(Shape{1}));
-  if (!span && c.has_adaptive_softmax()) {
+  if (xl) {  // HF saves each tied tensor again under the output's name, and pos_emb's inv_freq buffer
+    const std::string top = "decoder.model.transformer.", crit = "decoder.model.crit.";
+    const int64_t bands = static_cast<int64_t>(xc.kept_cutoffs().size()) + 1;
+    for (int64_t i = 0; i < (xc.div_val == 1 ? 1 : bands); ++i) {
+      const std::string n = std::to_string(i);
+      again(crit + "out_layers." + n + ".weight", top + "word_emb.emb_layers." + n + ".weight");
+      if (xc.div_val > 1 && i > 0) again(crit + "out_projs." + n, top + "word_emb.emb_projs." + n);
+    }
+    Tensor inv = Tensor::empty(Shape{xc.d_model / 2});  // 1 / 10000^(2k/C)
+    for (int64_t k = 0; k < inv.numel(); ++k)
+      inv.f32()[k] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * static_cast<double>(k) / static_cast<double>(xc.d_model)));
+    buffer(top + "pos_emb.inv_freq", inv);
+  }
+  if (lm && c.adaptive_input) buffer("decoder.embed_tokens._float_tensor", Tensor::zeros(Shape{1}));
+  if (lm && c.has_adaptive_softmax()) {
     const std::string a = "decoder.adaptive_softmax.", in = "decoder.embed_tokens.embeddings.";
     const int64_t tails = static_cast<int64_t>(c.softmax_cutoffs().size()) -
                           (c.softmax_cutoffs().back() == c.vocab_size ? 1 : 0);  // bands − 1
@@ -185,10 +252,10 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
     Tensor version = Tensor::empty(Shape{1}, DType::I64);  // AdaptiveSoftmax's "version" buffer: 1
     version.i64()[0] = 1;
     buffer(a + "version", version);
-  } else if (!span && c.share_decoder_input_output_embed) {
+  } else if (lm && c.share_decoder_input_output_embed) {
     again("decoder.output_projection.weight", "decoder.embed_tokens.weight");
   }
-  if (!span && c.pos == PosMethod::Sinusoidal) {
+  if (lm && c.pos == PosMethod::Sinusoidal) {
     Tensor buf = Tensor::zeros(Shape{1});
     w.str("decoder.embed_positions._float_tensor");
     tensor(add_storage(buf), buf);
@@ -200,7 +267,7 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
   w.mark();
   w.empty_dict();
   w.mark();
-  kv_s("criterion_name", span ? "AdaptiveSpanCriterion" : "CrossEntropyCriterion");
+  kv_s("criterion_name", span ? "AdaptiveSpanCriterion" : "CrossEntropyCriterion");  // XL: cross_entropy too
   kv_s("optimizer_name", "none (exported by stretch)");
   w.str("lr_scheduler_state");
   w.empty_dict();

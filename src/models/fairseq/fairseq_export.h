@@ -1,4 +1,4 @@
-// models/fairseq/fairseq_export.h — a stretch transformer_lm or adaptive_span → a checkpoint fairseq-eval-lm loads.
+// models/fairseq/fairseq_export.h — a stretch transformer_lm, adaptive_span or transformer_xl → a checkpoint fairseq-eval-lm loads.
 // Contract: writes torch's zip container (tensor/torch_file.h: "<stem>/data.pkl", "version",
 // "data/<k>") holding {"args": argparse.Namespace(arch, task, criterion and every model key
 // fairseq's transformer_lm reads, with stretch's values), "model": the state dict under fairseq's
@@ -12,6 +12,12 @@
 // plus each layer's mask_template buffer); fairseq-eval-lm loads them with --user-dir
 // examples/adaptive_span. The original's switches (--adapt-span-renormalise, --adapt-span-clamp
 // after_step) have no fairseq counterpart: a usage error naming the flag.
+// transformer_xl models export as examples/truncated_bptt checkpoints (args: arch transformer_xl,
+// task truncated_bptt_lm, criterion cross_entropy, TransformerXLConfig's keys with cutoffs as a
+// list; the state dict plus HF's second names of the tied tensors, crit.out_layers.{i}.weight and
+// crit.out_projs.{i>=1}, over the same storage, and the pos_emb.inv_freq buffer); fairseq-eval-lm
+// loads them with --user-dir examples/truncated_bptt. --xl-original and a shared r pair have no
+// fairseq counterpart: a usage error.
 #pragma once
 #include <string>
 

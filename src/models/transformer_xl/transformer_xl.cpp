@@ -19,6 +19,8 @@ namespace {
 constexpr uint64_t kMaxMicro = 1u << 8, kMaxLayerSlots = 1u << 12;  // sites 0..4 < 16
 constexpr float kInitStd = 0.02f;                                   // HF's init_std
 constexpr float kProjInitStd = 0.01f;                               // HF's proj_init_std
+// Generation at mem_len 0 keeps every earlier token's layer inputs (HF then re-runs the whole sequence).
+constexpr int64_t kUnboundedMemory = int64_t{1} << 62;
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -154,8 +156,9 @@ uint64_t TransformerXL::dropout_stream(const ForwardOptions& opt, int64_t layer,
 std::unique_ptr<SegmentState> TransformerXL::new_segment_state(SegmentUse use) const {
   if (use == SegmentUse::Training)
     return config_.mem_len > 0 ? std::make_unique<HiddenMemory>(config_.n_layer, config_.mem_len) : nullptr;
-  fail_usage(std::string("transformer_xl: ") + (use == SegmentUse::Decode ? "generation (a KV cache)" : "--kv-cache") +
-                 " is not built for this family",
+  if (use == SegmentUse::Decode)  // HF's generate with `mems`; mem_len 0: every earlier token (HF recomputes them)
+    return std::make_unique<HiddenMemory>(config_.n_layer, config_.mem_len > 0 ? config_.mem_len : kUnboundedMemory);
+  fail_usage("transformer_xl: --kv-cache is not built for this family",
              "evaluate Transformer-XL with --task truncated_bptt_lm and its memory (--model-overrides "
              "'{\"mem_len\":...}'), as fairseq does");
 }

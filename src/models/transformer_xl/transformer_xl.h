@@ -27,6 +27,10 @@
 //     as mem_len zero rows (also for a call without a state), xl_original starts it empty. It is
 //     carried across training batches (and saved as segment.* in checkpoint_last), through
 //     validation and eval-lm's truncated_bptt_lm task. same_length = attention window mem_len.
+//     Generation (SegmentUse::Decode) uses the same memory as HF's TransfoXLLMHeadModel.generate
+//     uses `mems`: the context in one call (after mem_len zero rows), then one token per call,
+//     each seeing the last mem_len layer inputs; at mem_len 0 every earlier token is kept (HF
+//     re-runs the whole sequence, the same numbers). SegmentUse::Memory (--kv-cache) is refused.
 //     Padding is not masked (HF masks nothing; fairseq's loss ignores pad targets only).
 //   * Dropout streams: (step << 24) ^ (micro << 16) ^ ((layer + 1) << 4) ^ site (layer −1: the
 //     embedding, site 0, and R, site 1; layer L: the final dropout), micro < 256, L + 1 < 4096.
