@@ -65,7 +65,8 @@ std::string cpu_isa_summary();
 inline constexpr const char* kBf16Hint =
     "bf16 needs a CPU with AVX-512 (bf16 emulation) or AMX/AVX512_BF16; run without --bf16";
 
-// The precision of the model's matrix products (the linear layers; attention's tile products
+// The precision of the model's matrix products: the linear layers, and the fused attention's
+// tile products where ops::attention_bf16_supported() (ops/attention_precision.h; softmax, biases
 // and everything else stay fp32). Process-wide, set once by `stretch train/eval-lm --bf16`.
 void set_matmul_precision(GemmPrecision p);
 GemmPrecision matmul_precision();
