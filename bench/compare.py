@@ -44,7 +44,8 @@ Usage (from the repository root, after building):
   build/pyenv/bin/python bench/compare.py                  # everything, 1 thread (~25 min)
   build/pyenv/bin/python bench/compare.py --only train --models small --threads 1,2
   build/pyenv/bin/python bench/compare.py --quick          # small model, T = 128, eval to 2048
-  ... --bf16                                               # + stretch --bf16 training column
+  ... --bf16                                               # + stretch --bf16 training columns, against
+                                                           #   PyTorch 2.x under torch.autocast(bf16)
   ... --json raw.jsonl                                     # every measurement as JSON lines
   ... --write-docs                                         # also replace the tables in docs/BENCHMARKS.md
 """
@@ -142,9 +143,10 @@ def stretch_cmd(args, mode, m, V, threads, extra):
 
 def torch_cmd(args, mode, m, V, threads, extra, variant="1.13"):
     python = args.python if variant == "1.13" else args.torch2
-    attn = {"1.13": "mha", "sdpa": "sdpa", "flex": "flex"}[variant]
+    attn = {"1.13": "mha", "sdpa": "sdpa", "flex": "flex", "sdpa-bf16": "sdpa"}[variant]
+    bf16 = ["--autocast", "bf16"] if variant == "sdpa-bf16" else []
     return [python, os.path.join(HERE, "torch_lm.py"), mode, "--attn", attn, "--threads", str(threads), "--vocab", str(V)] + \
-        model_flags(m) + extra + ["--warmup", str(args.warmup), "--steps", str(args.steps)]
+        model_flags(m) + extra + bf16 + ["--warmup", str(args.warmup), "--steps", str(args.steps)]
 
 
 def side_env(side, env):
@@ -236,29 +238,37 @@ def train_section(args, env):
                     makers += [(sd, lambda v=v: torch_cmd(args, "train", m, V, threads, extra, v)) for sd, v in sides]
                     if args.bf16:
                         makers.append(("b", lambda: stretch_cmd(args, "train", m, V, threads, extra + ["--bf16"])))
+                        if args.torch2:  # the bf16 anchor: PyTorch 2.x eager under torch.autocast(bf16)
+                            makers.append(("tb", lambda: torch_cmd(args, "train", m, V, threads, extra, "sdpa-bf16")))
                     runs = interleaved(args, makers, env)
                     s = best(runs["s"])[0]
                     tname, t, _ = anchor(runs, sides, threads)
                     t = dict(t, anchor=tname, others={sd: best(runs[sd])[0]["tokens_per_cpu_s"] for sd, _ in sides})
                     b = best(runs["b"])[0] if args.bf16 else None
+                    tb = best(runs["tb"])[0] if "tb" in runs else None
                     f = 3 * fwd_flops_per_token(m, V, T)
-                    rows.append((threads, mname, V, T, s, t, b, f))
+                    rows.append((threads, mname, V, T, s, t, b, tb, f))
                     print(f"  train {mname} V={V} T={T} threads={threads}: stretch {s['tokens_per_cpu_s']:.0f} "
                           f"torch {t['others']}" + (f" bf16 {b['tokens_per_cpu_s']:.0f}" if b else "") +
                           " tokens/CPU-s", file=sys.stderr)
     bf = (" stretch bf16 tok/CPU-s | **bf16 ratio (CPU)** | stretch bf16 tok/s | bf16 ratio (wall) | "
-          "MFU bf16 (CPU, of the bf16 peak) |" if args.bf16 else "")
+          "MFU bf16 (CPU, of the bf16 peak) | PyTorch bf16 autocast tok/CPU-s / tok/s | "
+          "**stretch bf16 / PyTorch bf16 (CPU / wall)** |" if args.bf16 else "")
     lines = ["| threads | model | V | T | stretch tok/CPU-s | PyTorch tok/CPU-s (" + " / ".join(
              n for n, _ in torch_sides(args, "train")) + ") | anchor | **ratio (CPU)** | "
              "stretch tok/s | anchor tok/s | ratio (wall) | MFU stretch / anchor (CPU) |" + bf,
-             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|---|" if args.bf16 else "")]
-    for threads, mname, V, T, s, t, b, f in rows:
+             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|---|---|---|" if args.bf16 else "")]
+    for threads, mname, V, T, s, t, b, tb, f in rows:
         peak = core_peak(args, threads)
         mfu_s, mfu_t = s["tokens_per_cpu_s"] * f / peak, t["tokens_per_cpu_s"] * f / peak
         bpeak = core_peak(args, threads, "bf16")
         extra = (f" {fmt(b['tokens_per_cpu_s'])} | **{b['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | "
                  f"{fmt(b['tokens_per_s'])} | {b['tokens_per_s'] / t['tokens_per_s']:.2f} | "
                  f"{fmt_mfu(b['tokens_per_cpu_s'] * f / bpeak if bpeak else None)} |" if b else "")
+        if b:
+            extra += (f" {fmt(tb['tokens_per_cpu_s'])} / {fmt(tb['tokens_per_s'])} | "
+                      f"**{b['tokens_per_cpu_s'] / tb['tokens_per_cpu_s']:.2f} / {b['tokens_per_s'] / tb['tokens_per_s']:.2f}** |"
+                      if tb else " n/a (no build/torch2env) | n/a |")
         others = " / ".join(fmt(x) for x in t["others"].values())
         lines.append(f"| {threads} | {mname} | {V:,} | {T} | {fmt(s['tokens_per_cpu_s'])} | {others} | {t['anchor']} | "
                      f"**{s['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | {fmt(s['tokens_per_s'])} | "
@@ -417,7 +427,8 @@ def main():
            f"(1 min) / {load0[1]:.1f} (5 min) on {os.cpu_count()} cores; best of {args.repeats} per side, "
            f"A B B A interleaved; {args.warmup} warm-up + {args.steps} timed steps each; PyTorch "
            f"{' and '.join(torch_versions(args))}; OPENBLAS_CORETYPE "
-           f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')} in the environment.", "", peak_line(args)]
+           f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')} and OMP_WAIT_POLICY "
+           f"{os.environ.get('OMP_WAIT_POLICY', 'unset')} in the environment.", "", peak_line(args)]
     if args.only in ("train", "all"):
         out += ["", "Training (B = %d, pre-norm, untied, dropout 0.1, ALiBi):" % args.batch, "",
                 train_section(args, env)]

@@ -263,8 +263,16 @@ def loaded_lib(substrs):
     return None
 
 
+def autocast(args):
+    """--autocast bf16: torch.autocast("cpu", dtype=torch.bfloat16) around the model's forward (its
+    matrix products in bf16, what autocast keeps in fp32 in fp32); the loss or log-softmax is taken
+    in fp32 on the upcast logits, as a bf16 user of PyTorch would."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16")
+
+
 def env_info(args):
     return {"torch": torch.__version__, "attn": args.attn, "threads": torch.get_num_threads(),
+            "precision": "bf16-autocast" if args.autocast == "bf16" else "fp32",
             "blas": loaded_lib(["libopenblas", "libblas", "libmkl", "libblis"]),
             "malloc": "tcmalloc" if loaded_lib(["tcmalloc"]) else "system"}
 
@@ -290,8 +298,9 @@ def run_train(args):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = m(src)
-        loss = F.cross_entropy(logits.view(-1, args.vocab), tgt.view(-1), ignore_index=PAD, reduction="sum")
+        with autocast(args):
+            logits = m(src)
+        loss = F.cross_entropy(logits.float().view(-1, args.vocab), tgt.view(-1), ignore_index=PAD, reduction="sum")
         loss.backward()
         for p in m.parameters():
             p.grad.mul_(1.0 / (B * T))
@@ -321,7 +330,9 @@ def run_eval_one(args, T):
 
     def score():
         with torch.no_grad():
-            lp = torch.log_softmax(m(src), dim=-1)
+            with autocast(args):
+                h = m(src)
+            lp = torch.log_softmax(h.float(), dim=-1)
             return lp.gather(-1, tgt[..., None]).sum()
 
     for _ in range(args.warmup):
@@ -402,6 +413,8 @@ def main():
                     help="auto: tcmalloc for train/sliding, system (glibc) for eval (see the docstring)")
     ap.add_argument("--no-isolate", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--autocast", choices=("none", "bf16"), default="none",
+                    help="bf16: the forward under torch.autocast('cpu', dtype=torch.bfloat16)")
     args = ap.parse_args()
     if args.malloc == "auto":
         args.malloc = "system" if args.mode == "eval" else "tcmalloc"

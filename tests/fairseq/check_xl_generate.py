@@ -9,7 +9,7 @@ tensors stay tied and greedy decoding is not one repeated token): full (the full
 ProjectedAdaptiveLogSoftmax). The context is </s> and 20 words of the valid set, longer than
 mem_len, so the memory decides every step: greedy, 16 new tokens, as trained and with
 --model-overrides mem_len 12, clamp_len 5, same_length. Checked: the same ids (at least 3
-distinct ones), and the log-probability of each within 1e-5 (--print-scores). A control at mem_len 2 must differ from HF
+distinct ones), and the log-probability of each within 5e-5 (--print-scores). A control at mem_len 2 must differ from HF
 at mem_len 12 (the memory matters). Sampling (--temperature 0.8 --top-k 10 --top-p 0.9 --seed 3,
 --nbest 2) prints the same text twice and another text with --seed 4.
 Import: `stretch import-fairseq CKPT --out M` writes a model file; `stretch info M` names the
@@ -34,7 +34,11 @@ import testlib  # noqa: E402
 from check_xl_fairseq import (EVAL, MODEL, OVERRIDES, TRAIN, fairseq_eval, stretch_eval, user_dir,  # noqa: E402
                               venv_has_xl)
 
-LP_TOL = 1e-5
+# Both sides float32 with other summation orders; HF's ATen kernels follow the CPU: the worst
+# seen was 3.4e-6 on Zen 3 / Zen 4 and 1.27e-5 on Zen 5 (AVX-512 full width; -0.562796 vs
+# -0.562809 after 16 steps of generation), whichever stretch binary. The control at mem_len 2
+# differs by 0.65, and the ids must be equal.
+LP_TOL = 5e-5
 RTOL = 1e-4
 CASES = {"full": [], "adaptive": ["--cutoffs", "20,40"]}
 GEN_OVERRIDES = "{'mem_len': 12, 'clamp_len': 5, 'same_length': True}"
@@ -115,11 +119,12 @@ def main():
                 hf = hf_generate(py, data, ckpt, udir, context, ov)
                 st_ids, st_lps = scores(stretch_generate(stretch, [data, "--path", ckpt, "--model-overrides", ov] +
                                                          greedy))
-                worst = max(abs(a - b) for a, b in zip(st_lps, hf["logprobs"])) if st_ids == hf["ids"] else None
+                worst, at = max(((abs(a - b), (a, b)) for a, b in zip(st_lps, hf["logprobs"])),
+                                default=(None, None)) if st_ids == hf["ids"] else (None, None)
                 testlib.check(st_ids == hf["ids"] and len(set(hf["ids"])) >= 3 and worst is not None and
                               worst <= LP_TOL,
                               f"{name} {label} (HF mem_len {hf['mem_len']}): greedy ids stretch {st_ids} vs HF "
-                              f"{hf['ids']}, log-probs max |diff| {worst}")
+                              f"{hf['ids']}, log-probs max |diff| {worst} (stretch, HF: {at})")
                 if label == "overrides":  # the memory matters: a shorter one gives other numbers
                     short_ids, short_lps = scores(stretch_generate(
                         stretch, [data, "--path", ckpt, "--model-overrides",

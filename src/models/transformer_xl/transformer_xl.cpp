@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "autograd/tape.h"
@@ -31,16 +32,28 @@ bool ends_with(const std::string& s, const std::string& tail) {
 Tensor xl_relative_embedding(int64_t rows, int64_t dim, int64_t clamp) {
   Tensor out = Tensor::empty({rows, dim});  // [rows, C]
   const int64_t half = dim / 2;
+  std::vector<double> freq(static_cast<size_t>(half));  // [C/2] f_k
+  for (int64_t k = 0; k < half; ++k)
+    freq[static_cast<size_t>(k)] = 1.0 / std::pow(10000.0, static_cast<double>(2 * k) / static_cast<double>(dim));
   for (int64_t d = 0; d < rows; ++d) {
     const double p = static_cast<double>(clamp > 0 ? std::min(d, clamp) : d);
     float* row = out.f32() + d * dim;
     for (int64_t k = 0; k < half; ++k) {
-      const double f = 1.0 / std::pow(10000.0, static_cast<double>(2 * k) / static_cast<double>(dim));
+      const double f = freq[static_cast<size_t>(k)];
       row[k] = static_cast<float>(std::sin(p * f));
       row[half + k] = static_cast<float>(std::cos(p * f));
     }
   }
   return out;
+}
+
+const Tensor& TransformerXL::relative_embedding(int64_t rows) {
+  if (!relative_embedding_.defined() || relative_embedding_.dim(0) != rows ||
+      relative_embedding_clamp_ != config_.clamp_len) {
+    relative_embedding_ = xl_relative_embedding(rows, config_.d_model, config_.clamp_len);
+    relative_embedding_clamp_ = config_.clamp_len;
+  }
+  return relative_embedding_;
 }
 
 TransformerXL::TransformerXL(TransformerXLConfig config) : config_(std::move(config)) {
@@ -192,7 +205,7 @@ Var TransformerXL::features(const Tensor& src, const ForwardOptions& opt) {
   const float emb_scale = std::sqrt(static_cast<float>(C));  // HF's d_proj ** 0.5
   Var x = c.div_val == 1 ? word_emb_(src, emb_scale) : adaptive_emb_(src, emb_scale);  // [B, T, C]
   x = dropout(x, {.p = p, .seed = opt.seed, .stream = dropout_stream(opt, -1, 0)});
-  Var R = dropout(Var(xl_relative_embedding(rows, C, c.clamp_len)),
+  Var R = dropout(Var(relative_embedding(rows)),
                   {.p = p, .seed = opt.seed, .stream = dropout_stream(opt, -1, 1)});  // [rows, C]
   std::vector<Tensor> layer_inputs;  // [L] of [B, T, C]: the memory's next rows
   for (size_t l = 0; l < layers_.size(); ++l) {
