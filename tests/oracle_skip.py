@@ -23,6 +23,7 @@ paths on a machine that has every oracle. tests/oracle_skip.sh is the shell equi
 """
 import importlib
 import os
+import subprocess
 import sys
 
 SKIP = 77  # CTest's SKIP_RETURN_CODE for every oracle-backed check
@@ -86,6 +87,25 @@ def require(*modules, oracle=None, install=None):
             importlib.import_module(name)
         except ImportError as e:
             missing(oracle or top, install, f"{sys.executable}: {e}")
+
+
+def fairseq_venv_main(doc, script, inner, imports, detail):
+    """main() of a check run as `CHECK DRIVER VENV` whose work, inner(driver, venv), needs the
+    fairseq venv's python: checks that `imports` (an import statement's list) import there, else
+    missing("fairseq") (a failure under CI=true), then runs `VENV/bin/python CHECK DRIVER VENV --inner`,
+    which lands in inner()."""
+    if len(sys.argv) >= 4 and sys.argv[3] == "--inner":
+        return inner(sys.argv[1], sys.argv[2])
+    if len(sys.argv) != 3:
+        print(doc)
+        return 2
+    driver, venv = sys.argv[1], sys.argv[2]
+    py = os.path.join(venv, "bin", "python")
+    ok = os.path.exists(py) and "fairseq" not in hidden() and subprocess.run(
+        [py, "-c", "import " + imports], capture_output=True).returncode == 0
+    if not ok:
+        missing("fairseq", install="tests/fairseq/setup_fairseq.sh (makes " + venv + ")", detail=detail)
+    return subprocess.run([py, os.path.abspath(script), driver, venv, "--inner"]).returncode
 
 
 def main(argv):

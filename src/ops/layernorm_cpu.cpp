@@ -17,9 +17,13 @@ void check_dims(const LayerNormDims& d) {
   STRETCH_CHECK(d.n >= 0 && d.c > 0, "layernorm dims n=" << d.n << " c=" << d.c);
 }
 
-// One row's dinp (+=, or = when overwrite); xhat recomputed from the saved mean and rstd.
-inline void row_backward(float* __restrict dx, const float* __restrict x, const float* __restrict dy,
-                         const float* __restrict w, float m, float r, int64_t C, bool overwrite) {
+// One row's dinp (+=, or = when overwrite); xhat recomputed from the saved mean and rstd. With
+// kAcc, the row's dweight/dbias contributions (acc [2C]: dy·xhat, then dy) are added in its first
+// loop, the same products in the same row order as a separate pass: one read of the row.
+template <bool kAcc>
+inline void row_backward(float* __restrict dx, float* __restrict acc, const float* __restrict x,
+                         const float* __restrict dy, const float* __restrict w, float m, float r, int64_t C,
+                         bool overwrite) {
   float g_sum = 0.f, gx_sum = 0.f;
 #pragma omp simd reduction(+ : g_sum, gx_sum)
   for (int64_t c = 0; c < C; ++c) {
@@ -27,31 +31,10 @@ inline void row_backward(float* __restrict dx, const float* __restrict x, const 
     const float g = (w ? w[c] : 1.f) * dy[c];
     g_sum += g;
     gx_sum += g * xhat;
-  }
-  const float g_mean = g_sum / static_cast<float>(C), gx_mean = gx_sum / static_cast<float>(C);
-#pragma omp simd
-  for (int64_t c = 0; c < C; ++c) {
-    const float xhat = (x[c] - m) * r;
-    const float g = (w ? w[c] : 1.f) * dy[c];
-    const float v = r * (g - g_mean - xhat * gx_mean);
-    dx[c] = overwrite ? v : dx[c] + v;
-  }
-}
-
-// row_backward with the row's dweight/dbias contributions (acc [2C]: dy·xhat, then dy) added in
-// its first loop, the same products in the same row order as a separate pass: one read of the row.
-inline void row_backward_acc(float* __restrict dx, float* __restrict acc, const float* __restrict x,
-                             const float* __restrict dy, const float* __restrict w, float m, float r, int64_t C,
-                             bool overwrite) {
-  float g_sum = 0.f, gx_sum = 0.f;
-#pragma omp simd reduction(+ : g_sum, gx_sum)
-  for (int64_t c = 0; c < C; ++c) {
-    const float xhat = (x[c] - m) * r;
-    const float g = (w ? w[c] : 1.f) * dy[c];
-    g_sum += g;
-    gx_sum += g * xhat;
-    acc[c] += dy[c] * xhat;
-    acc[C + c] += dy[c];
+    if constexpr (kAcc) {
+      acc[c] += dy[c] * xhat;
+      acc[C + c] += dy[c];
+    }
   }
   const float g_mean = g_sum / static_cast<float>(C), gx_mean = gx_sum / static_cast<float>(C);
 #pragma omp simd
@@ -109,7 +92,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     if (!dinp) return;
 #pragma omp parallel for schedule(static) if (d.n * C > cpu::kParallelThreshold)
     for (int64_t n = 0; n < d.n; ++n)
-      row_backward(dinp + n * C, inp + n * C, dout + n * C, weight, mean[n], rstd[n], C, overwrite);
+      row_backward<false>(dinp + n * C, nullptr, inp + n * C, dout + n * C, weight, mean[n], rstd[n], C, overwrite);
     return;
   }
   // acc [2C]: dweight contributions then dbias contributions.
@@ -121,7 +104,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     const float* __restrict dy = dout + n * C;
     const float m = mean[n], r = rstd[n];
     if (dinp) {
-      row_backward_acc(dinp + n * C, acc, x, dy, weight, m, r, C, overwrite);
+      row_backward<true>(dinp + n * C, acc, x, dy, weight, m, r, C, overwrite);
       return;
     }
 #pragma omp simd

@@ -169,19 +169,9 @@ def inner(driver):
 
 
 def main():
-    if len(sys.argv) >= 4 and sys.argv[3] == "--inner":
-        return inner(sys.argv[1])
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
-    driver, venv = sys.argv[1], sys.argv[2]
-    py = os.path.join(venv, "bin", "python")
-    ok = os.path.exists(py) and "fairseq" not in oracle_skip.hidden() and subprocess.run(
-        [py, "-c", "import fairseq.optim.adafactor, numpy, torch"], capture_output=True).returncode == 0
-    if not ok:
-        oracle_skip.missing("fairseq", install="tests/fairseq/setup_fairseq.sh (makes " + venv + ")",
-                            detail="fairseq's Adafactor")
-    return subprocess.run([py, os.path.abspath(__file__), driver, venv, "--inner"]).returncode
+    return oracle_skip.fairseq_venv_main(__doc__, __file__, lambda driver, venv: inner(driver),
+                                         "fairseq.optim.adafactor, numpy, torch",
+                                         "fairseq's Adafactor")
 
 
 if __name__ == "__main__":

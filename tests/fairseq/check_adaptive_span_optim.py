@@ -167,19 +167,9 @@ def inner(driver, venv):
 
 
 def main():
-    if len(sys.argv) >= 4 and sys.argv[3] == "--inner":
-        return inner(sys.argv[1], sys.argv[2])
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
-    driver, venv = sys.argv[1], sys.argv[2]
-    py = os.path.join(venv, "bin", "python")
-    ok = os.path.exists(py) and "fairseq" not in oracle_skip.hidden() and subprocess.run(
-        [py, "-c", "import fairseq, numpy, torch"], capture_output=True).returncode == 0
-    if not ok:
-        oracle_skip.missing("fairseq", install="tests/fairseq/setup_fairseq.sh (makes " + venv + ")",
-                            detail="fairseq's AdagradWithGradClip and FixedLRSchedule")
-    return subprocess.run([py, os.path.abspath(__file__), driver, venv, "--inner"]).returncode
+    return oracle_skip.fairseq_venv_main(__doc__, __file__, inner,
+                                         "fairseq, numpy, torch",
+                                         "fairseq's AdagradWithGradClip and FixedLRSchedule")
 
 
 if __name__ == "__main__":

@@ -71,6 +71,21 @@ def stretch_eval(stretch, data, ckpt, extra, tmp):
         return json.load(f), p.stderr
 
 
+def make_data(venv, tmp):
+    """The synthetic corpus (V 60 words; train 300 lines, valid and test 40) under tmp, binarised by
+    real fairseq-preprocess into tmp/data-bin, which is returned (check_xl_generate.py uses it too)."""
+    for split, lines, seed in (("train", 300, 1), ("valid", 40, 2), ("test", 40, 3)):
+        with open(os.path.join(tmp, split + ".txt"), "w") as f:
+            f.write(testlib.synthetic_text(lines, seed, vocab=60))
+    data = os.path.join(tmp, "data-bin")
+    p = testlib.run([os.path.join(venv, "bin", "fairseq-preprocess"), "--only-source", "--trainpref",
+                     os.path.join(tmp, "train.txt"), "--validpref", os.path.join(tmp, "valid.txt"), "--testpref",
+                     os.path.join(tmp, "test.txt"), "--destdir", data, "--workers", "1"])
+    if p.returncode != 0:
+        raise SystemExit(f"FAIL: fairseq-preprocess exited {p.returncode}:\n{p.stderr[-3000:]}")
+    return data
+
+
 def main():
     stretch, venv = sys.argv[1], sys.argv[2]
     py = os.path.join(venv, "bin", "python")
@@ -79,15 +94,7 @@ def main():
                             detail="real fairseq's transformer_xl (HF TransfoXL in transformers 4.30.2)")
     udir = user_dir(py)
     with tempfile.TemporaryDirectory(prefix="stretch-xl-fairseq-") as tmp:
-        for split, lines, seed in (("train", 300, 1), ("valid", 40, 2), ("test", 40, 3)):
-            with open(os.path.join(tmp, split + ".txt"), "w") as f:
-                f.write(testlib.synthetic_text(lines, seed, vocab=60))
-        data = os.path.join(tmp, "data-bin")
-        p = testlib.run([os.path.join(venv, "bin", "fairseq-preprocess"), "--only-source", "--trainpref",
-                         os.path.join(tmp, "train.txt"), "--validpref", os.path.join(tmp, "valid.txt"), "--testpref",
-                         os.path.join(tmp, "test.txt"), "--destdir", data, "--workers", "1"])
-        if p.returncode != 0:
-            raise SystemExit(f"FAIL: fairseq-preprocess exited {p.returncode}:\n{p.stderr[-3000:]}")
+        data = make_data(venv, tmp)
         for name, flags in CASES.items():
             save = os.path.join(tmp, name)
             p = testlib.run([os.path.join(venv, "bin", "fairseq-train"), data, "--user-dir", udir, "--save-dir", save] +

@@ -31,8 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 import oracle_skip  # noqa: E402
 import testlib  # noqa: E402
-from check_xl_fairseq import (EVAL, MODEL, OVERRIDES, TRAIN, fairseq_eval, stretch_eval, user_dir,  # noqa: E402
-                              venv_has_xl)
+from check_xl_fairseq import (EVAL, MODEL, OVERRIDES, TRAIN, fairseq_eval, make_data, stretch_eval,  # noqa: E402
+                              user_dir, venv_has_xl)
 
 # Both sides float32 with other summation orders; HF's ATen kernels follow the CPU: the worst
 # seen was 3.4e-6 on Zen 3 / Zen 4 and 1.27e-5 on Zen 5 (AVX-512 full width; -0.562796 vs
@@ -87,15 +87,7 @@ def main():
                             detail="real fairseq's transformer_xl (HF TransfoXL in transformers 4.30.2)")
     udir = user_dir(py)
     with tempfile.TemporaryDirectory(prefix="stretch-xl-generate-") as tmp:
-        for split, lines, seed in (("train", 300, 1), ("valid", 40, 2), ("test", 40, 3)):
-            with open(os.path.join(tmp, split + ".txt"), "w") as f:
-                f.write(testlib.synthetic_text(lines, seed, vocab=60))
-        data = os.path.join(tmp, "data-bin")
-        p = testlib.run([os.path.join(venv, "bin", "fairseq-preprocess"), "--only-source", "--trainpref",
-                         os.path.join(tmp, "train.txt"), "--validpref", os.path.join(tmp, "valid.txt"), "--testpref",
-                         os.path.join(tmp, "test.txt"), "--destdir", data, "--workers", "1"])
-        if p.returncode != 0:
-            raise SystemExit(f"FAIL: fairseq-preprocess exited {p.returncode}:\n{p.stderr[-3000:]}")
+        data = make_data(venv, tmp)
         dict_ids = {}
         with open(os.path.join(data, "dict.txt")) as f:
             for i, line in enumerate(f):

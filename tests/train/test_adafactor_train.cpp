@@ -23,6 +23,9 @@
 namespace stretch::train {
 namespace {
 
+// The training log fields compared update by update (update_lines).
+const std::vector<std::string> kLogFields = {"epoch", "loss", "lr", "gnorm", "wpb"};
+
 using namespace testing;
 
 std::vector<std::string> adafactor_args(const std::string& data, const std::string& save_dir) {
@@ -32,17 +35,6 @@ std::vector<std::string> adafactor_args(const std::string& data, const std::stri
           "--scale-parameter", "--weight-decay", "0.01", "--lr-scheduler", "fixed", "--warmup-updates", "4",
           "--lr", "0.5", "--max-update", "16", "--save-interval-updates", "8", "--seed", "3", "--log-format", "json",
           "--log-full-precision", "--log-interval", "1", "--threads", "1", "--no-progress-bar", "--save-dir", save_dir};
-}
-
-std::map<int64_t, nlohmann::json> train_lines(const std::string& out) {
-  std::map<int64_t, nlohmann::json> m;
-  for (const auto& j : json_lines(out))
-    if (j.contains("num_updates")) {
-      nlohmann::json k;
-      for (const char* f : {"epoch", "loss", "lr", "gnorm", "wpb"}) k[f] = j.at(f);
-      m[j.at("num_updates").get<int64_t>()] = k;
-    }
-  return m;
 }
 
 int64_t numel_of(const SafetensorsFile& f, const std::string& name) {
@@ -55,7 +47,7 @@ TEST(AdafactorTrain, LossFallsStateHasShapesAndKillNineResumeIsExact) {
   const std::string data = make_data_bin(dir, 60);
   const RunResult ref = run_stretch(adafactor_args(data, dir / "ref"));
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  const auto ref_lines = train_lines(ref.out);
+  const auto ref_lines = update_lines(ref.out, kLogFields);
   ASSERT_EQ(ref_lines.size(), 16u) << ref.out;
   EXPECT_LT(ref_lines.at(16).at("loss").get<double>(), ref_lines.at(1).at("loss").get<double>() - 0.5);
   // The logged lr is the schedule's (fairseq logs what step_update set): 0.5·(n+1)/4, then 0.5.
@@ -96,12 +88,13 @@ TEST(AdafactorTrain, LossFallsStateHasShapesAndKillNineResumeIsExact) {
     c.signal(SIGKILL);
     const RunResult r = c.wait();
     EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
-    for (const auto& [n, v] : train_lines(r.out)) EXPECT_EQ(v, ref_lines.at(n)) << "killed run, update " << n;
+    for (const auto& [n, v] : update_lines(r.out, kLogFields))
+      EXPECT_EQ(v, ref_lines.at(n)) << "killed run, update " << n;
   }
   EXPECT_EQ(read_checkpoint(save + "/checkpoint_last.pt").state.num_updates, expected);
   const RunResult resumed = run_stretch(adafactor_args(data, save));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  const auto lines = train_lines(resumed.out);
+  const auto lines = update_lines(resumed.out, kLogFields);
   EXPECT_EQ(static_cast<int64_t>(lines.size()), 16 - expected);  // updates expected+1..16
   for (const auto& [n, v] : lines) EXPECT_EQ(v, ref_lines.at(n)) << "resumed run, update " << n;
 

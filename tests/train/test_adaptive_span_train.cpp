@@ -24,6 +24,9 @@
 namespace stretch::train {
 namespace {
 
+// The training log fields compared update by update (update_lines).
+const std::vector<std::string> kLogFields = {"loss", "gnorm", "avg_span", "max_span"};
+
 using namespace testing;
 
 std::vector<std::string> span_train_args(const std::string& data, const std::string& save) {
@@ -38,27 +41,19 @@ std::vector<std::string> span_train_args(const std::string& data, const std::str
           "--save-dir", save};
 }
 
-std::map<int64_t, nlohmann::json> inner_lines(const std::string& out) {
-  std::map<int64_t, nlohmann::json> m;
-  for (const auto& j : json_lines(out))
-    if (j.contains("num_updates") && j.contains("avg_span"))
-      m[j.at("num_updates").get<int64_t>()] = {j.at("loss"), j.at("gnorm"), j.at("avg_span"), j.at("max_span")};
-  return m;
-}
-
 TEST(AdaptiveSpanTrain, Seed004CommandTrainsResumesAndEvaluates) {
   TempDir dir;
   const std::string data = make_data_bin(dir);
   const RunResult ref = run_stretch(span_train_args(data, dir / "ref"));
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  const auto want = inner_lines(ref.out);
+  const auto want = update_lines(ref.out, kLogFields);
   ASSERT_EQ(want.size(), 10u) << ref.out;
   // At init z = 0: avg and max span = clamp(ceil(0·96) + 32, 0, 96) = 32 (the ramp).
-  EXPECT_EQ(want.at(1).at(2), 32.0);
-  EXPECT_EQ(want.at(1).at(3), 32.0);
+  EXPECT_EQ(want.at(1).at("avg_span"), 32.0);
+  EXPECT_EQ(want.at(1).at("max_span"), 32.0);
   EXPECT_EQ(count_of(ref.err + ref.out, "--user-dir"), 1) << ref.err;
   EXPECT_EQ(count_of(ref.err + ref.out, "--fp16-no-flatten-grads"), 1) << ref.err;
-  EXPECT_LT(want.at(10).at(0).get<double>(), want.at(1).at(0).get<double>());
+  EXPECT_LT(want.at(10).at("loss").get<double>(), want.at(1).at("loss").get<double>());
   // The span cache is in the checkpoint: layer 0 holds min(96, L − trim + 64) rows once grown; at
   // z ≈ 0 the trim is 64·floor(min(95, 96 − 32)/64) = 64, so the cache size is 96 and after 10 blocks
   // of 16 it is full: [B = 2, 96, C = 16].
@@ -74,7 +69,7 @@ TEST(AdaptiveSpanTrain, Seed004CommandTrainsResumesAndEvaluates) {
   }
   const RunResult r = run_stretch(span_train_args(data, dir / "killed"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto got = inner_lines(r.out);
+  const auto got = update_lines(r.out, kLogFields);
   ASSERT_EQ(got.size(), 5u);  // updates 6..10 after the checkpoint of update 5
   for (const auto& [u, v] : got) EXPECT_EQ(v, want.at(u)) << "update " << u;
   const SafetensorsFile b = load_safetensors(dir / "killed/checkpoint_last.pt");
@@ -127,22 +122,23 @@ TEST(AdaptiveSpanTrain, ValidationSharesTheCacheAndLogsSpans) {
   ASSERT_EQ(v.exit_code, 0) << v.err;
   const RunResult n = run_stretch(args("n", {"--disable-validation"}));
   ASSERT_EQ(n.exit_code, 0) << n.err;
-  const auto with = inner_lines(v.out), without = inner_lines(n.out);
+  const auto with = update_lines(v.out, kLogFields), without = update_lines(n.out, kLogFields);
   ASSERT_GE(with.size(), 5u) << v.out;
   ASSERT_EQ(with.size(), without.size());
-  for (int64_t u = 1; u <= 3; ++u) EXPECT_EQ(with.at(u).at(0), without.at(u).at(0)) << "update " << u;
-  EXPECT_NE(with.at(4).at(0), without.at(4).at(0)) << "validation at update 3 did not change the training cache";
+  for (int64_t u = 1; u <= 3; ++u) EXPECT_EQ(with.at(u).at("loss"), without.at(u).at("loss")) << "update " << u;
+  EXPECT_NE(with.at(4).at("loss"), without.at(4).at("loss"))
+      << "validation at update 3 did not change the training cache";
   nlohmann::json valid, epoch;
   for (const auto& j : json_lines(v.out)) {
     if (j.contains("valid_loss") && j.value("valid_num_updates", 0.0) == 3.0) valid = j;
     if (j.contains("train_loss")) epoch = j;
   }
   ASSERT_TRUE(valid.contains("valid_avg_span") && valid.contains("valid_max_span")) << v.out;
-  EXPECT_EQ(valid.at("valid_avg_span"), with.at(4).at(2));
-  EXPECT_EQ(valid.at("valid_max_span"), with.at(4).at(3));
+  EXPECT_EQ(valid.at("valid_avg_span"), with.at(4).at("avg_span"));
+  EXPECT_EQ(valid.at("valid_max_span"), with.at(4).at("max_span"));
   ASSERT_TRUE(epoch.contains("train_avg_span") && epoch.contains("train_max_span")) << v.out;
   double avg = 0, mx = 0;
-  for (const auto& [u, line] : with) avg += line.at(2).get<double>(), mx += line.at(3).get<double>();
+  for (const auto& [u, line] : with) avg += line.at("avg_span").get<double>(), mx += line.at("max_span").get<double>();
   EXPECT_NEAR(epoch.at("train_avg_span").get<double>(), avg / static_cast<double>(with.size()), 1e-9);
   EXPECT_NEAR(epoch.at("train_max_span").get<double>(), mx / static_cast<double>(with.size()), 1e-9);
   EXPECT_GT(avg / static_cast<double>(with.size()), 32.0);  // z ≈ 0.4: spans well past the ramp

@@ -18,6 +18,9 @@
 namespace stretch::train {
 namespace {
 
+// The training log fields compared update by update (update_lines).
+const std::vector<std::string> kLogFields = {"epoch", "loss", "lr", "gnorm", "wpb"};
+
 using namespace testing;
 
 std::vector<std::string> adagrad_args(const std::string& data, const std::string& save_dir) {
@@ -29,23 +32,12 @@ std::vector<std::string> adagrad_args(const std::string& data, const std::string
           "--log-full-precision", "--log-interval", "1", "--threads", "1", "--no-progress-bar", "--save-dir", save_dir};
 }
 
-std::map<int64_t, nlohmann::json> train_lines(const std::string& out) {
-  std::map<int64_t, nlohmann::json> m;
-  for (const auto& j : json_lines(out))
-    if (j.contains("num_updates")) {
-      nlohmann::json k;
-      for (const char* f : {"epoch", "loss", "lr", "gnorm", "wpb"}) k[f] = j.at(f);
-      m[j.at("num_updates").get<int64_t>()] = k;
-    }
-  return m;
-}
-
 TEST(ResumeAdagradWithGradClip, FixedWarmupLrAndBitExactResume) {
   TempDir dir;
   const std::string data = make_data_bin(dir, 60);
   const RunResult ref = run_stretch(adagrad_args(data, dir / "ref"));
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  const auto ref_lines = train_lines(ref.out);
+  const auto ref_lines = update_lines(ref.out, kLogFields);
   ASSERT_EQ(ref_lines.size(), 14u) << ref.out;
   ASSERT_GE(ref_lines.at(14).at("epoch").get<int64_t>(), 2) << "the run should cross an epoch boundary";
   // Logged after update n: lr_at(n) = 0.07·(n+1)/6 while n < 6, then 0.07.
@@ -72,12 +64,13 @@ TEST(ResumeAdagradWithGradClip, FixedWarmupLrAndBitExactResume) {
     c.signal(SIGTERM);
     const RunResult r = c.wait();
     EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
-    for (const auto& [n, v] : train_lines(r.out)) EXPECT_EQ(v, ref_lines.at(n)) << "stopped run, update " << n;
+    for (const auto& [n, v] : update_lines(r.out, kLogFields))
+      EXPECT_EQ(v, ref_lines.at(n)) << "stopped run, update " << n;
   }
   EXPECT_EQ(read_checkpoint(save + "/checkpoint_last.pt").state.num_updates, 5);
   const RunResult resumed = run_stretch(adagrad_args(data, save));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  const auto lines = train_lines(resumed.out);
+  const auto lines = update_lines(resumed.out, kLogFields);
   EXPECT_EQ(lines.size(), 9u);  // updates 6..14
   for (const auto& [n, v] : lines) EXPECT_EQ(v, ref_lines.at(n)) << "resumed run, update " << n;
 

@@ -181,6 +181,21 @@ inline std::vector<nlohmann::json> json_lines(const std::string& out) {
   return v;
 }
 
+// Update number -> {field: value} of each log line with num_updates and every one of `fields`
+// (fairseq's train_inner lines; validation lines lack "loss"), for comparing runs update by update.
+inline std::map<int64_t, nlohmann::json> update_lines(const std::string& out, const std::vector<std::string>& fields) {
+  std::map<int64_t, nlohmann::json> m;
+  for (const auto& j : json_lines(out)) {
+    bool all = j.contains("num_updates");
+    for (const auto& f : fields) all = all && j.contains(f);
+    if (!all) continue;
+    nlohmann::json row;
+    for (const auto& f : fields) row[f] = j.at(f);
+    m[j.at("num_updates").get<int64_t>()] = row;
+  }
+  return m;
+}
+
 inline int count_of(const std::string& haystack, const std::string& needle) {
   int n = 0;
   for (size_t p = haystack.find(needle); p != std::string::npos; p = haystack.find(needle, p + 1)) ++n;
