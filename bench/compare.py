@@ -257,17 +257,18 @@ def train_section(args, env):
     lines = ["| threads | model | V | T | stretch tok/CPU-s | PyTorch tok/CPU-s (" + " / ".join(
              n for n, _ in torch_sides(args, "train")) + ") | anchor | **ratio (CPU)** | "
              "stretch tok/s | anchor tok/s | ratio (wall) | MFU stretch / anchor (CPU) |" + bf,
-             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|---|---|---|" if args.bf16 else "")]
+             "|---" * 12 + "|" + ("---|" * 7 if args.bf16 else "")]
     for threads, mname, V, T, s, t, b, tb, f in rows:
         peak = core_peak(args, threads)
         mfu_s, mfu_t = s["tokens_per_cpu_s"] * f / peak, t["tokens_per_cpu_s"] * f / peak
         bpeak = core_peak(args, threads, "bf16")
-        extra = (f" {fmt(b['tokens_per_cpu_s'])} | **{b['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | "
-                 f"{fmt(b['tokens_per_s'])} | {b['tokens_per_s'] / t['tokens_per_s']:.2f} | "
-                 f"{fmt_mfu(b['tokens_per_cpu_s'] * f / bpeak if bpeak else None)} |" if b else "")
+        extra = ""
         if b:
-            extra += (f" {fmt(tb['tokens_per_cpu_s'])} / {fmt(tb['tokens_per_s'])} | "
-                      f"**{b['tokens_per_cpu_s'] / tb['tokens_per_cpu_s']:.2f} / {b['tokens_per_s'] / tb['tokens_per_s']:.2f}** |"
+            extra = (f" {fmt(b['tokens_per_cpu_s'])} | **{b['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | "
+                     f"{fmt(b['tokens_per_s'])} | {b['tokens_per_s'] / t['tokens_per_s']:.2f} | "
+                     f"{fmt_mfu(b['tokens_per_cpu_s'] * f / bpeak if bpeak else None)} |")
+            cpu_r, wall_r = (b[k] / tb[k] for k in ("tokens_per_cpu_s", "tokens_per_s")) if tb else (None, None)
+            extra += (f" {fmt(tb['tokens_per_cpu_s'])} / {fmt(tb['tokens_per_s'])} | **{cpu_r:.2f} / {wall_r:.2f}** |"
                       if tb else " n/a (no build/torch2env) | n/a |")
         others = " / ".join(fmt(x) for x in t["others"].values())
         lines.append(f"| {threads} | {mname} | {V:,} | {T} | {fmt(s['tokens_per_cpu_s'])} | {others} | {t['anchor']} | "

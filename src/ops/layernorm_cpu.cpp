@@ -92,7 +92,8 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     if (!dinp) return;
 #pragma omp parallel for schedule(static) if (d.n * C > cpu::kParallelThreshold)
     for (int64_t n = 0; n < d.n; ++n)
-      row_backward<false>(dinp + n * C, nullptr, inp + n * C, dout + n * C, weight, mean[n], rstd[n], C, overwrite);
+      row_backward<false>(dinp + n * C, nullptr, inp + n * C, dout + n * C, weight, mean[n], rstd[n], C,
+                          overwrite);
     return;
   }
   // acc [2C]: dweight contributions then dbias contributions.

@@ -167,7 +167,8 @@ def inner(driver):
 def main():
     return oracle_skip.fairseq_venv_main(__doc__, __file__, lambda driver, venv: inner(driver),
                                          "fairseq, numpy, torch",
-                                         "fairseq's TriStageLRSchedule, TriangularLRSchedule and ReduceLROnPlateauLRSchedule")
+                                         "fairseq's TriStageLRSchedule, TriangularLRSchedule and "
+                                         "ReduceLROnPlateauLRSchedule")
 
 
 if __name__ == "__main__":

@@ -138,7 +138,10 @@ TEST(AdaptiveSpanTrain, ValidationSharesTheCacheAndLogsSpans) {
   EXPECT_EQ(valid.at("valid_max_span"), with.at(4).at("max_span"));
   ASSERT_TRUE(epoch.contains("train_avg_span") && epoch.contains("train_max_span")) << v.out;
   double avg = 0, mx = 0;
-  for (const auto& [u, line] : with) avg += line.at("avg_span").get<double>(), mx += line.at("max_span").get<double>();
+  for (const auto& [u, line] : with) {
+    avg += line.at("avg_span").get<double>();
+    mx += line.at("max_span").get<double>();
+  }
   EXPECT_NEAR(epoch.at("train_avg_span").get<double>(), avg / static_cast<double>(with.size()), 1e-9);
   EXPECT_NEAR(epoch.at("train_max_span").get<double>(), mx / static_cast<double>(with.size()), 1e-9);
   EXPECT_GT(avg / static_cast<double>(with.size()), 32.0);  // z ≈ 0.4: spans well past the ramp

@@ -48,11 +48,8 @@ Tensor xl_relative_embedding(int64_t rows, int64_t dim, int64_t clamp) {
 }
 
 const Tensor& TransformerXL::relative_embedding(int64_t rows) {
-  if (!relative_embedding_.defined() || relative_embedding_.dim(0) != rows ||
-      relative_embedding_clamp_ != config_.clamp_len) {
+  if (!relative_embedding_.defined() || relative_embedding_.dim(0) != rows)
     relative_embedding_ = xl_relative_embedding(rows, config_.d_model, config_.clamp_len);
-    relative_embedding_clamp_ = config_.clamp_len;
-  }
   return relative_embedding_;
 }
 

@@ -71,8 +71,9 @@ class TransformerXL final : public LanguageModel {
     nn::LayerNorm ff_norm;
   };
   uint64_t dropout_stream(const ForwardOptions& opt, int64_t layer, int site) const;
-  // xl_relative_embedding(rows, d_model, clamp_len), computed once per row count (the sinusoids
-  // depend on nothing else: recomputing them was ~2% of a training step at T = M = 512).
+  // xl_relative_embedding(rows, d_model, clamp_len), computed once per row count: config_ is fixed
+  // at construction, so rows is all that varies (recomputed every forward, on one thread, it cost
+  // 7-10% of a training step at T = M = 512: docs/BENCHMARKS.md).
   const Tensor& relative_embedding(int64_t rows);
 
   TransformerXLConfig config_;
@@ -83,7 +84,6 @@ class TransformerXL final : public LanguageModel {
   std::vector<Layer> layers_;
   std::unique_ptr<nn::OutputHead> head_;
   Tensor relative_embedding_;  // [rows, C], read only (dropout makes a new tensor)
-  int64_t relative_embedding_clamp_ = 0;
 };
 
 // The sinusoidal relative embedding [rows, C]: row d = [sin(p·f_k) ‖ cos(p·f_k)], p = min(d, clamp)
