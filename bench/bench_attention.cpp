@@ -25,6 +25,8 @@
 //                              to fixed linear ALiBi, learn_cost_<case> = learnable / fixed
 //                              (issue 15: each shape within 5%; learnable adds only the
 //                              slope gradient's reduction).
+//   BwdSchedule/T/H/bf16       backward, B = 1 and H heads: the split schedule (Auto) against
+//                              one task per (b, h), interleaved; head_over_auto = wall-time ratio.
 //   Long/32768                 fused forward, B = 1, H = 4, D = 64, ALiBi: peak resident set.
 // Counters: GFLOPs = useful causal FLOP rate per wall second (4·D per visible (i, j) forward,
 // 10·D backward: QKᵀ, P·V; recomputed QKᵀ, dO·Vᵀ, dV, dK, dQ), cpu_GFLOPs = the same per
@@ -37,6 +39,7 @@
 // Run: build/bench/bench_attention   (about 2–3 minutes on 2 cores without AlibiVariants, which
 // alone takes ~3.5 CPU-minutes on one thread: 7 rounds × 12 cases; --benchmark_filter=… for parts)
 #include <benchmark/benchmark.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -554,6 +557,39 @@ void BM_AlibiVariants(benchmark::State& st) {
   }
 }
 
+// The backward's split schedule against one task per (b, h) (BackwardSchedule::Head), B = 1 and
+// H = range(1) heads at T = range(0), causal ALiBi (fixed slopes), fp32 or bf16 (range(2)): the two
+// schedules' backward calls interleaved, wall time (the split is about idle threads, which CPU time
+// does not see); counter head_over_auto = median ratio of Head's wall time to Auto's (> 1: the split
+// pays), split = whether Auto split at this thread count.
+void BM_BwdSchedule(benchmark::State& st) {
+  const bool bf16 = st.range(2) != 0;
+  if (bf16 && !attention_bf16_supported()) {
+    st.SkipWithError("no avx512_bf16: attention runs fp32 under --bf16 here");
+    return;
+  }
+  Inputs in(1, st.range(1), st.range(0), 64);
+  const AttentionParams p = in.params(Bias::Alibi);
+  if (bf16) set_matmul_precision(GemmPrecision::Bf16);
+  fused_fwd(in, p);
+  auto timed = [&](BackwardSchedule s) {
+    set_attention_backward_schedule(s);
+    const auto t0 = std::chrono::steady_clock::now();
+    fused_bwd(in, p, nullptr);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> ratio;
+  for (auto _ : st) {
+    const double head = timed(BackwardSchedule::Head), autos = timed(BackwardSchedule::Auto);
+    ratio.push_back(head / autos);
+  }
+  set_attention_backward_schedule(BackwardSchedule::Auto);
+  set_matmul_precision(GemmPrecision::Fp32);
+  std::sort(ratio.begin(), ratio.end());
+  st.counters["head_over_auto"] = ratio[ratio.size() / 2];
+  st.counters["split"] = attention_backward_splits(p, omp_get_max_threads()) ? 1 : 0;
+}
+
 void BM_Long(benchmark::State& st) {
   Inputs in(1, 4, st.range(0), 64);
   const AttentionParams p = in.params(Bias::Alibi);
@@ -576,6 +612,7 @@ BENCHMARK(BM_ReferenceFwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillisecon
 BENCHMARK(BM_ReferenceFwdBwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_AlibiOverhead)->Arg(2048)->Iterations(15)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_AlibiVariants)->Arg(4096)->Iterations(7)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_BwdSchedule)->ArgsProduct({{512, 2048}, {1, 3}, {0, 1}})->Iterations(9)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Long)->Arg(32768)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 
 }  // namespace

@@ -206,6 +206,19 @@ void attention_backward(float* dq, float* dk, float* dv, const AttentionGrads& e
                         const float* out, const float* lse, const AttentionParams& p,
                         GradInit init = GradInit::Accumulate);
 
+// The backward's schedule (docs/architecture.md, "Attention backward schedules"). Auto (the
+// default): one task per (b, h), or key-tile and query-tile tasks where attention_backward_splits
+// says so; Head and Split force one (Split only where the call allows it, see below). All give
+// bitwise the same gradients; tests and bench_attention compare them. Process-wide.
+enum class BackwardSchedule : uint8_t { Auto, Head, Split };
+void set_attention_backward_schedule(BackwardSchedule s);
+BackwardSchedule attention_backward_schedule();
+// Whether attention_backward under Auto with `threads` threads splits: one task per (b, h) would
+// leave threads idle, 7·B·H < 5·threads·⌈B·H / threads⌉ (the split recomputes P and dS: ~7/5 of
+// the tile products), and nothing is summed per head over all its tiles (a learnable bias, i.e.
+// extra's slope or table gradient; the relative-key term; a learnable span).
+bool attention_backward_splits(const AttentionParams& p, int threads, const AttentionGrads& extra = {});
+
 namespace ref {
 // The oracle: naive loops over an explicit [T, S] score matrix and [T, S] bias matrix per
 // (b, h); the relative-key term as the source codebases write it (Transformer-XL's q·Rᵀ then

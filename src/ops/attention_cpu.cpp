@@ -11,7 +11,10 @@
 // transposed K (same size as K), bias tables O(H·(S+T)) — never a T×S matrix.
 //
 // Backward, per (b, h) (one thread owns all of a head's dK, dV and dQ, so the result is
-// bitwise identical for any thread count): delta_i = dout_i·out_i first; then for each key
+// bitwise identical for any thread count), or, when B·H is too small to keep the threads busy, per
+// key tile (its dK, dV) and per query tile (its dQ), each recomputing its tiles' P and dS and
+// summing the same terms in the same order, so bitwise the same again (split_schedule below):
+// delta_i = dout_i·out_i first; then for each key
 // tile, accumulating dK_tile and dV_tile in registers-near buffers, for each query tile that
 // sees it: recompute S and P = exp(s − lse_i), dP = dO·Vᵀ, dS = P ∘ (dP·Z − delta),
 // dV += (P∘Z)ᵀ dO, dK += scale·dSᵀ Q, dQ += scale·dS K, and for learnable bias parameters
@@ -19,6 +22,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -267,9 +271,11 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
       ev(s, nk, static_cast<int32_t>(j0 - pos), g.scale);
       if (sm.on && !sm.after) add_reversed(s, nk, sm.m_at(h, pos - j0));
       if (masked) mask_row(s, nk, g, b, pos, j0);
+      // `s > mx ? s : mx`, not std::max(mx, s): GCC 12 vectorises only this form of the
+      // reduction (vmaxps; std::max's left it scalar, ~1/3 of the forward's per-row time).
       float mx = kNegInf;
 #pragma omp simd reduction(max : mx)
-      for (int jj = 0; jj < nk; ++jj) mx = std::max(mx, s[jj]);
+      for (int jj = 0; jj < nk; ++jj) mx = s[jj] > mx ? s[jj] : mx;
       // Lazy rescaling: the reference point m only moves when the tile's maximum exceeds it
       // by more than kLazy, so exp(s − m) ≤ e^kLazy and l stays far from float overflow.
       const float m_old = w.m[r];
@@ -446,15 +452,52 @@ void bwd_bf16_scratch(BwdScratch& w, uint16_t* base, const Geo& g, const Bf16Pac
   w.dsb = w.dsp + kBq * kBk;
 }
 
+// Queries [lo, hi) that see at least one key of [j0, j0 + nk) (before key padding).
+struct QueryRange {
+  int64_t lo, hi;
+};
+QueryRange key_tile_queries(const Geo& g, int64_t j0, int nk) {
+  QueryRange r{0, g.T};
+  if (g.causal) r.lo = std::max<int64_t>(0, j0 + g.md - g.off);
+  if (g.W > 0) {
+    if (!g.causal) r.lo = std::max<int64_t>(0, j0 - g.W + 1 - g.off);
+    r.hi = std::min<int64_t>(g.T, j0 + nk + g.W - 1 - g.off);
+  }
+  return r;
+}
+
+// One backward task of (b, h): the whole head (dQ, dK, dV and every bias, relative-key and span
+// partial), or in the split schedule the dK and dV of key tile `tile` (KeyTile) or the dQ of query
+// tile `tile` (QueryTile). Every accumulator sums over the same tiles in the same order in all three.
+enum class BwdPart : uint8_t { Head, KeyTile, QueryTile };
+struct BwdTask {
+  int64_t bh;
+  BwdPart part;
+  int64_t tile;
+};
+
 // Bf: the bf16 path (the five tile products in bf16 from bp and w's bf16 fields, dK and dV
 // accumulated transposed; everything else as in fp32).
 template <class Eval, bool Bf>
 void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm,
                    double* dz_part, attn::RelKeyPartials& part,
-                   const uint8_t* pad_tile, int64_t bh, float* dq, float* dk, float* dv, const float* dout,
+                   const uint8_t* pad_tile, BwdTask task, float* dq, float* dk, float* dv, const float* dout,
                    const float* q, const float* k, const float* lse, const float* delta, const float* kt_pack,
                    const float* vt_pack, const Bf16Packs& bp, bool overwrite, BwdScratch& w) {
-  const int64_t b = bh / g.H, h = bh % g.H, D = g.D, T = g.T;
+  const int64_t bh = task.bh, b = bh / g.H, h = bh % g.H, D = g.D, T = g.T;
+  const bool do_kv = task.part != BwdPart::QueryTile, do_q = task.part != BwdPart::KeyTile;
+  // Key tiles this task visits and the query rows [r_lo, r_hi) it reads.
+  int64_t kt_lo = 0, kt_hi = g.n_kt, r_lo = 0, r_hi = T;
+  if (task.part == BwdPart::KeyTile) {
+    kt_lo = task.tile, kt_hi = task.tile + 1;
+    const int64_t j0 = kt_lo * kBk;
+    const QueryRange qr = key_tile_queries(g, j0, static_cast<int>(std::min<int64_t>(kBk, g.S - j0)));
+    r_lo = std::min(T, qr.lo / kBq * kBq);
+    r_hi = std::max(r_lo, std::min(T, (qr.hi + kBq - 1) / kBq * kBq));
+  } else if (task.part == BwdPart::QueryTile) {
+    r_lo = task.tile * kBq, r_hi = std::min(T, r_lo + kBq);
+  }
+  const int rows = static_cast<int>(r_hi - r_lo);
   const int64_t ldq = g.qs.row, ldk = g.ks.row, ldo = g.os.row;
   const float* Q = q + g.q_at(bh);
   const float* dO = dout + g.o_at(bh);
@@ -466,51 +509,57 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
   const Eval ev(bs, h);
   const float inf = std::numeric_limits<float>::infinity();
   attn::bias_grad_reset(bs, w.grad);
-  if (overwrite)  // dQ accumulates over key tiles below
-    for (int64_t i = 0; i < T; ++i) std::fill(dQ + i * ldq, dQ + i * ldq + D, 0.f);
+  if (overwrite && do_q)  // dQ accumulates over key tiles below
+    for (int64_t i = r_lo; i < r_hi; ++i) std::fill(dQ + i * ldq, dQ + i * ldq + D, 0.f);
   // Relative-key term: (q + u) meets the keys, (q + w) meets R.
   const float* Qc = Q;
   const float* Qr = Q;
   int64_t ldqc = ldq, ldqr = ldq;
-  if (rs.has_u) add_row_bias(w.qc, Q, ldq, T, D, rs.u + h * D), Qc = w.qc, ldqc = D;
-  if (rs.has_w) add_row_bias(w.qr, Q, ldq, T, D, rs.w + h * D), Qr = w.qr, ldqr = D;
+  if (rs.has_u)
+    add_row_bias(w.qc + r_lo * D, Q + r_lo * ldq, ldq, rows, D, rs.u + h * D), Qc = w.qc, ldqc = D;
+  if (rs.has_w)
+    add_row_bias(w.qr + r_lo * D, Q + r_lo * ldq, ldq, rows, D, rs.w + h * D), Qr = w.qr, ldqr = D;
   float* dR = rs.learn_r ? part.dr.data() + bh * rs.ncols * D : nullptr;  // [ncols, D]
   double* dU = rs.learn_u ? part.du.data() + bh * D : nullptr;
   if (rs.learn_w) std::fill(w.gdist, w.gdist + rs.ncols, 0.f);
   [[maybe_unused]] const int64_t tp2 = (T + 1) / 2 * 2;
 #if STRETCH_ATTN_BF16
-  if constexpr (Bf) {  // the head's q and dout in bf16, once per call
-    attn::to_bf16_rows(w.qb, bp.dp2, Q, ldq, static_cast<int>(T), static_cast<int>(D));
-    attn::to_bf16_rows(w.dob, bp.dp2, dO, ldo, static_cast<int>(T), static_cast<int>(D));
-    attn::to_bf16_transposed(w.qt, tp2, Q, ldq, static_cast<int>(T), static_cast<int>(D));
-    attn::to_bf16_transposed(w.dot, tp2, dO, ldo, static_cast<int>(T), static_cast<int>(D));
+  if constexpr (Bf) {  // the task's rows of q and dout in bf16, once per task
+    attn::to_bf16_rows(w.qb + r_lo * bp.dp2, bp.dp2, Q + r_lo * ldq, ldq, rows, static_cast<int>(D));
+    attn::to_bf16_rows(w.dob + r_lo * bp.dp2, bp.dp2, dO + r_lo * ldo, ldo, rows, static_cast<int>(D));
+    if (do_kv) {  // a product over a last tile of odd length reads column T: zero up to tp2
+      const int64_t width = r_hi == T ? tp2 - r_lo : rows;
+      attn::to_bf16_transposed(w.qt + r_lo, tp2, Q + r_lo * ldq, ldq, rows, static_cast<int>(D), width);
+      attn::to_bf16_transposed(w.dot + r_lo, tp2, dO + r_lo * ldo, ldo, rows, static_cast<int>(D), width);
+    }
   }
 #endif
 
-  for (int64_t kt = 0; kt < g.n_kt; ++kt) {
+  for (int64_t kt = kt_lo; kt < kt_hi; ++kt) {
     const int64_t j0 = kt * kBk;
     const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
-    // Queries that see at least one key of [j0, j0 + nk).
-    int64_t i_lo = 0, i_hi = T;
-    if (g.causal) i_lo = std::max<int64_t>(0, j0 + g.md - g.off);
-    if (g.W > 0) {
-      if (!g.causal) i_lo = std::max<int64_t>(0, j0 - g.W + 1 - g.off);
-      i_hi = std::min<int64_t>(T, j0 + nk + g.W - 1 - g.off);
-    }
+    const QueryRange qr = key_tile_queries(g, j0, nk);
     float* dK = dk + g.k_at(bh) + j0 * ldk;
     float* dV = dv + g.k_at(bh) + j0 * ldk;
-    if (i_lo >= i_hi) {  // no query sees these keys
-      if (overwrite)
+    if (qr.lo >= qr.hi) {  // no query sees these keys
+      if (overwrite && do_kv)
         for (int jj = 0; jj < nk; ++jj) {
           std::fill(dK + jj * ldk, dK + jj * ldk + D, 0.f);
           std::fill(dV + jj * ldk, dV + jj * ldk + D, 0.f);
         }
       continue;
     }
-    std::fill(w.dk, w.dk + (Bf ? kBk : nk) * D, 0.f);
-    std::fill(w.dv, w.dv + (Bf ? kBk : nk) * D, 0.f);
+    int64_t qt_lo = qr.lo / kBq, qt_hi = (qr.hi + kBq - 1) / kBq;
+    if (task.part == BwdPart::QueryTile) {
+      if (task.tile < qt_lo || task.tile >= qt_hi) continue;
+      qt_lo = task.tile, qt_hi = task.tile + 1;
+    }
+    if (do_kv) {
+      std::fill(w.dk, w.dk + (Bf ? kBk : nk) * D, 0.f);
+      std::fill(w.dv, w.dv + (Bf ? kBk : nk) * D, 0.f);
+    }
     if (rs.learn_u) std::fill(w.ccol, w.ccol + kBk, 0.f);
-    for (int64_t qt = i_lo / kBq; qt * kBq < i_hi; ++qt) {
+    for (int64_t qt = qt_lo; qt < qt_hi; ++qt) {
       const int64_t i0 = qt * kBq;
       const int mq = static_cast<int>(std::min<int64_t>(kBq, T - i0));
       const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
@@ -587,22 +636,32 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
 #if STRETCH_ATTN_BF16
       if constexpr (Bf) {  // dVᵀ += dOᵀ·(P∘Z), dKᵀ += Qᵀ·(scale·dS), dQ += (scale·dS)·K
         const int q2 = (mq + 1) / 2;
-        attn::pack_row_pairs(w.pp, kBk, w.s, kBk, mq, nk);
-        attn::pack_row_pairs(w.dsp, kBk, w.dp, kBk, mq, nk);
-        attn::to_bf16_rows(w.dsb, kBk, w.dp, kBk, mq, nk);
-        attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.dot + i0, tp2, w.pp, kBk, w.dv, kBk);
-        attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.qt + i0, tp2, w.dsp, kBk, w.dk, kBk);
-        attn::tile_gemm_bf16<Init::Accumulate>(mq, static_cast<int>(D), (nk + 1) / 2, w.dsb, kBk,
-                                               bp.kj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, dQ + i0 * ldq, ldq);
+        if (do_kv) {
+          attn::pack_row_pairs(w.pp, kBk, w.s, kBk, mq, nk);
+          attn::pack_row_pairs(w.dsp, kBk, w.dp, kBk, mq, nk);
+          attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.dot + i0, tp2, w.pp, kBk, w.dv,
+                                                 kBk);
+          attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.qt + i0, tp2, w.dsp, kBk, w.dk,
+                                                 kBk);
+        }
+        if (do_q) {
+          attn::to_bf16_rows(w.dsb, kBk, w.dp, kBk, mq, nk);
+          attn::tile_gemm_bf16<Init::Accumulate>(mq, static_cast<int>(D), (nk + 1) / 2, w.dsb, kBk,
+                                                 bp.kj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, dQ + i0 * ldq,
+                                                 ldq);
+        }
       } else
 #endif
       {
-        tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.s, kBk, dO + i0 * ldo, ldo, w.dv,
-                                                   D);
-        tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.dp, kBk, Qc + i0 * ldqc, ldqc,
-                                                   w.dk, D);
-        tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * ldk, ldk,
-                                                   dQ + i0 * ldq, ldq);
+        if (do_kv) {
+          tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.s, kBk, dO + i0 * ldo, ldo, w.dv,
+                                                     D);
+          tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.dp, kBk, Qc + i0 * ldqc, ldqc,
+                                                     w.dk, D);
+        }
+        if (do_q)
+          tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * ldk, ldk,
+                                                     dQ + i0 * ldq, ldq);
       }
       if (rs.on) {  // the band of scale·dS against R: dQ += G·R_band, dR_band += Gᵀ(Q + w), dw via Σ_r G
         const int64_t c0 = kRelPad + dist_lo;
@@ -617,6 +676,7 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
           }
       }
     }
+    if (!do_kv) continue;
     if (dU != nullptr)  // du += Σ_j (Σ_i scale·dS_ij) k_j
       for (int jj = 0; jj < nk; ++jj)
         for (int64_t x = 0; x < D; ++x) dU[x] += static_cast<double>(w.ccol[jj]) * K[(j0 + jj) * ldk + x];
@@ -656,6 +716,55 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
       for (int64_t x = 0; x < D; ++x) dW[x] += static_cast<double>(w.gdist[c]) * R[c * D + x];
     }
   }
+}
+
+std::atomic<BackwardSchedule> g_schedule{BackwardSchedule::Auto};
+
+// Learnable biases, the relative-key term and a learnable span keep the head schedule: their
+// per-head partials sum over every tile of the head.
+bool split_allowed(const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm) {
+  return bs.n_params == 0 && !rs.on && !sm.learn;
+}
+// The split schedule does ~7/5 of the products (a key-tile task computes S, dP, dV, dK; a
+// query-tile task S, dP, dQ), so it pays where 7·B·H < 5·threads·⌈B·H / threads⌉ (one head on 2
+// threads; 4 on 8).
+bool split_pays(int64_t bh_count, int nthr) {
+  const int64_t rounds = (bh_count + nthr - 1) / nthr;
+  return 7 * bh_count < 5 * nthr * rounds;
+}
+bool split_schedule(int64_t bh_count, int nthr, const BiasSetup& bs, const RelKeySetup& rs,
+                    const SpanMaskSetup& sm) {
+  switch (g_schedule.load(std::memory_order_relaxed)) {
+    case BackwardSchedule::Head: return false;
+    case BackwardSchedule::Split: return split_allowed(bs, rs, sm);
+    case BackwardSchedule::Auto: break;
+  }
+  return split_allowed(bs, rs, sm) && split_pays(bh_count, nthr);
+}
+
+// The tasks of one backward call, largest first (dynamic scheduling): per (b, h) in order, or
+// split into key-tile and query-tile tasks weighted by the tile products they compute.
+std::vector<BwdTask> backward_tasks(const Geo& g, bool split) {
+  const int64_t BH = g.B * g.H;
+  std::vector<BwdTask> tasks;
+  if (!split) {
+    for (int64_t bh = 0; bh < BH; ++bh) tasks.push_back({bh, BwdPart::Head, 0});
+    return tasks;
+  }
+  std::vector<int64_t> key_cost(static_cast<size_t>(g.n_kt), 0), query_cost(static_cast<size_t>(g.n_qt), 0);
+  for (int64_t kt = 0; kt < g.n_kt; ++kt) {
+    const QueryRange qr = key_tile_queries(g, kt * kBk, static_cast<int>(std::min<int64_t>(kBk, g.S - kt * kBk)));
+    if (qr.lo >= qr.hi) continue;
+    for (int64_t qt = qr.lo / kBq; qt * kBq < qr.hi; ++qt) key_cost[kt] += 4, query_cost[qt] += 3;
+  }
+  std::vector<std::pair<int64_t, BwdTask>> weighted;
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    for (int64_t kt = 0; kt < g.n_kt; ++kt) weighted.push_back({key_cost[kt], {bh, BwdPart::KeyTile, kt}});
+    for (int64_t qt = 0; qt < g.n_qt; ++qt) weighted.push_back({query_cost[qt], {bh, BwdPart::QueryTile, qt}});
+  }
+  std::stable_sort(weighted.begin(), weighted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [cost, t] : weighted) tasks.push_back(t);
+  return tasks;
 }
 
 template <class Eval, bool Bf>
@@ -698,6 +807,8 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
   std::vector<double> dz_part(static_cast<size_t>(BH), 0.0);  // ∂L/∂z_h per (b, h)
 
   const int nthr = omp_get_max_threads();
+  const std::vector<BwdTask> tasks = backward_tasks(g, split_schedule(BH, nthr, bs, rs, sm));
+  const int64_t n_tasks = static_cast<int64_t>(tasks.size());
   const size_t base_n = static_cast<size_t>(2 * kBq * kBk + 2 * kBk * D + kBk) + attn::bias_grad_floats(bs);
   const size_t rel_n = rs.on ? static_cast<size_t>(2 * T * D + 2 * kBq * kBandLd + rs.ncols + kBk) : 0;
   const size_t per = base_n + rel_n;
@@ -719,10 +830,12 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
     }
     if (Bf) bwd_bf16_scratch(w, scratch16.data() + per16 * omp_get_thread_num(), g, bp);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < BH; ++bh) {
-      backward_head<Eval, Bf>(g, bs, rs, sm, dz_part.data(), part, pad_tile.data(), bh, dq, dk, dv, dout, q, k, lse,
-                              delta.data(), kt_pack.data(), vt_pack.data(), bp, overwrite, w);
-      if (bs.n_params > 0) attn::bias_reduce_grad(bs, p, bh % g.H, w.grad, partial.data() + bh * bs.n_params);
+    for (int64_t t = 0; t < n_tasks; ++t) {
+      const BwdTask task = tasks[t];
+      backward_head<Eval, Bf>(g, bs, rs, sm, dz_part.data(), part, pad_tile.data(), task, dq, dk, dv, dout, q, k,
+                              lse, delta.data(), kt_pack.data(), vt_pack.data(), bp, overwrite, w);
+      if (bs.n_params > 0)  // head schedule only (split_schedule)
+        attn::bias_reduce_grad(bs, p, task.bh % g.H, w.grad, partial.data() + task.bh * bs.n_params);
     }
   }
   attn::bias_scatter_grad(bs, p, partial.data(), extra);
@@ -769,6 +882,17 @@ bool attention_bf16_supported() {
 #else
   return false;
 #endif
+}
+
+void set_attention_backward_schedule(BackwardSchedule s) { g_schedule.store(s, std::memory_order_relaxed); }
+BackwardSchedule attention_backward_schedule() { return g_schedule.load(std::memory_order_relaxed); }
+
+bool attention_backward_splits(const AttentionParams& p, int threads, const AttentionGrads& extra) {
+  attention_check(p);
+  const BiasSetup bs = attn::bias_setup(p, wants_grad(p, extra));
+  const RelKeySetup rs = attn::relkey_setup(p, &extra);
+  const SpanMaskSetup sm = attn::span_mask_setup(p, &extra);
+  return split_allowed(bs, rs, sm) && split_pays(p.b * p.h, threads);
 }
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,

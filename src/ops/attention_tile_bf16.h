@@ -101,11 +101,12 @@ inline void to_bf16_rows(uint16_t* dst, int64_t ldd, const float* x, int64_t ldx
 }
 
 // dst [cols, ldd] bf16 ← xᵀ for x [rows, cols] (row stride ldx): dst(c, r) = x(r, c); columns
-// [rows, ldd) zero (the A side of a product that sums over x's rows).
-inline void to_bf16_transposed(uint16_t* dst, int64_t ldd, const float* x, int64_t ldx, int rows, int cols) {
+// [rows, width) zero (the A side of a product that sums over x's rows; width ≤ ldd).
+inline void to_bf16_transposed(uint16_t* dst, int64_t ldd, const float* x, int64_t ldx, int rows, int cols,
+                               int64_t width) {
   for (int cc = 0; cc < cols; ++cc) {
     for (int r = 0; r < rows; ++r) dst[cc * ldd + r] = bf16_bits(x[r * ldx + cc]);
-    for (int64_t r = rows; r < ldd; ++r) dst[cc * ldd + r] = 0;
+    for (int64_t r = rows; r < width; ++r) dst[cc * ldd + r] = 0;
   }
 }
 
