@@ -272,6 +272,7 @@ def autocast(args):
 
 def env_info(args):
     return {"torch": torch.__version__, "attn": args.attn, "threads": torch.get_num_threads(),
+            "compiled": bool(getattr(args, "compile", False)),
             "precision": "bf16-autocast" if args.autocast == "bf16" else "fp32",
             "blas": loaded_lib(["libopenblas", "libblas", "libmkl", "libblis"]),
             "malloc": "tcmalloc" if loaded_lib(["tcmalloc"]) else "system"}
@@ -291,6 +292,7 @@ def run_train(args):
     T, B = args.tokens_per_sample, args.batch
     m = make_model(args, T)
     m.train()
+    fwd = torch.compile(m) if args.compile else m  # --compile: inductor, forward and backward (AOTAutograd)
     opt = torch.optim.SGD(m.parameters(), lr=1e-3, momentum=0.99, nesterov=True)
     g = torch.Generator().manual_seed(args.seed)
     src = torch.randint(4, args.vocab, (B, T), generator=g)
@@ -299,7 +301,7 @@ def run_train(args):
     def step():
         opt.zero_grad(set_to_none=True)
         with autocast(args):
-            logits = m(src)
+            logits = fwd(src)
         loss = F.cross_entropy(logits.float().view(-1, args.vocab), tgt.view(-1), ignore_index=PAD, reduction="sum")
         loss.backward()
         for p in m.parameters():
@@ -413,6 +415,8 @@ def main():
                     help="auto: tcmalloc for train/sliding, system (glibc) for eval (see the docstring)")
     ap.add_argument("--no-isolate", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--compile", action="store_true",
+                    help="train: the model under torch.compile (inductor; torch >= 2), its first steps compiling")
     ap.add_argument("--autocast", choices=("none", "bf16"), default="none",
                     help="bf16: the forward under torch.autocast('cpu', dtype=torch.bfloat16)")
     args = ap.parse_args()
