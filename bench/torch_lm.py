@@ -420,6 +420,8 @@ def main():
     ap.add_argument("--autocast", choices=("none", "bf16"), default="none",
                     help="bf16: the forward under torch.autocast('cpu', dtype=torch.bfloat16)")
     args = ap.parse_args()
+    if args.compile and (args.mode != "train" or not hasattr(torch, "compile")):
+        ap.error(f"--compile: train mode with torch >= 2 only (this is {args.mode} on torch {torch.__version__})")
     if args.malloc == "auto":
         args.malloc = "system" if args.mode == "eval" else "tcmalloc"
     if args.malloc == "tcmalloc" and "tcmalloc" not in os.environ.get("LD_PRELOAD", "") and os.path.exists(TCMALLOC):

@@ -757,13 +757,12 @@ std::vector<BwdTask> backward_tasks(const Geo& g, bool split) {
     if (qr.lo >= qr.hi) continue;
     for (int64_t qt = qr.lo / kBq; qt * kBq < qr.hi; ++qt) key_cost[kt] += 4, query_cost[qt] += 3;
   }
-  std::vector<std::pair<int64_t, BwdTask>> weighted;
   for (int64_t bh = 0; bh < BH; ++bh) {
-    for (int64_t kt = 0; kt < g.n_kt; ++kt) weighted.push_back({key_cost[kt], {bh, BwdPart::KeyTile, kt}});
-    for (int64_t qt = 0; qt < g.n_qt; ++qt) weighted.push_back({query_cost[qt], {bh, BwdPart::QueryTile, qt}});
+    for (int64_t kt = 0; kt < g.n_kt; ++kt) tasks.push_back({bh, BwdPart::KeyTile, kt});
+    for (int64_t qt = 0; qt < g.n_qt; ++qt) tasks.push_back({bh, BwdPart::QueryTile, qt});
   }
-  std::stable_sort(weighted.begin(), weighted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [cost, t] : weighted) tasks.push_back(t);
+  auto cost = [&](const BwdTask& t) { return t.part == BwdPart::KeyTile ? key_cost[t.tile] : query_cost[t.tile]; };
+  std::stable_sort(tasks.begin(), tasks.end(), [&](const BwdTask& a, const BwdTask& b) { return cost(a) > cost(b); });
   return tasks;
 }
 

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# scripts/check_train_logs.sh — do two stretch binaries train to the same numbers with 2 threads?
+# The short companion of scripts/check_identity.sh (which runs everything on one thread): six
+# training runs with --log-full-precision — Transformer-XL (also with --clamp-len --same-length),
+# transformer_lm pre- and post-norm, and one head × one sequence in fp32 and --bf16 (where the
+# attention backward takes its split schedule) — and one md5 per run of every loss, gnorm and
+# valid_loss. Identical columns for REF and NEW mean the same numbers.
+#   bash scripts/check_train_logs.sh REF_STRETCH NEW_STRETCH
+# Data: data-bin/enwik8 and data-bin/ptb (scripts/data.sh enwik8|ptb makes them).
+set -euo pipefail
+[ $# -eq 2 ] || { echo "usage: $0 REF_STRETCH NEW_STRETCH" >&2; exit 2; }
+for d in data-bin/enwik8 data-bin/ptb; do
+  [ -f "$d/dict.txt" ] || { echo "$0: $d/dict.txt missing: run scripts/data.sh $(basename "$d")" >&2; exit 1; }
+done
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+log=(--log-format json --log-interval 1 --no-progress-bar --no-save --log-full-precision --threads 2)
+xl=(--task truncated_bptt_lm --arch transformer_xl --n-layer 2 --d-model 256 --n-head 4 --d-head 64 --d-inner 1024
+    --tokens-per-sample 512 --batch-size 2 --mem-len 512 --dropout 0.1 --optimizer adam --clip-norm 0.25
+    --lr 0.00025 --max-update 30 --seed 2)
+lm=(--arch transformer_lm --decoder-layers 2 --decoder-embed-dim 64 --decoder-attention-heads 4
+    --decoder-ffn-embed-dim 256 --tokens-per-sample 128 --max-tokens 1024 --optimizer nag --lr 0.1 --clip-norm 0.1
+    --max-update 20 --seed 3 --dropout 0.1 --attention-dropout 0.1)
+h1=(--arch transformer_lm --decoder-layers 2 --decoder-embed-dim 64 --decoder-attention-heads 1
+    --decoder-ffn-embed-dim 256 --tokens-per-sample 256 --batch-size 1 --optimizer adam --lr 0.001 --max-update 20
+    --seed 3 --dropout 0.1 --attention-dropout 0.1)
+printf "%-12s %-10s %-10s %s\n" run ref new same
+for side in ref new; do
+  s="$1"; [ "$side" = new ] && s="$2"
+  "$s" train data-bin/enwik8 "${xl[@]}" "${log[@]}" > "$work/$side.xl" 2>&1
+  "$s" train data-bin/enwik8 "${xl[@]}" --clamp-len 100 --same-length "${log[@]}" > "$work/$side.xl_clamp" 2>&1
+  "$s" train data-bin/ptb "${lm[@]}" "${log[@]}" > "$work/$side.lm_pre" 2>&1
+  "$s" train data-bin/ptb "${lm[@]}" --post-norm "${log[@]}" > "$work/$side.lm_post" 2>&1
+  "$s" train data-bin/ptb "${h1[@]}" "${log[@]}" > "$work/$side.h1" 2>&1
+  "$s" train data-bin/ptb "${h1[@]}" --bf16 "${log[@]}" > "$work/$side.h1_bf16" 2>&1
+done
+digest() { grep -oE '"(loss|gnorm|valid_loss)": "?[0-9.e-]+' "$1" | md5sum | cut -c1-8; }
+status=0
+for run in xl xl_clamp lm_pre lm_post h1 h1_bf16; do
+  a="$(digest "$work/ref.$run")" b="$(digest "$work/new.$run")"
+  [ "$(grep -c '"loss"' "$work/new.$run")" -gt 0 ] || { echo "$run: no loss logged: the run failed"; status=1; }
+  printf "%-12s %-10s %-10s %s\n" "$run" "$a" "$b" "$([ "$a" = "$b" ] && echo yes || echo NO)"
+  [ "$a" = "$b" ] || status=1
+done
+exit $status
