@@ -164,7 +164,10 @@ std::string cpu_isa_summary() {
 #if defined(__GNUC__) && defined(__x86_64__)
   __builtin_cpu_init();
   s += std::string("; avx2 ") + yn(__builtin_cpu_supports("avx2")) + ", avx512f " + yn(__builtin_cpu_supports("avx512f")) +
-       ", avx512_bf16 " + yn(__builtin_cpu_supports("avx512bf16")) + ", amx_bf16 " + yn(__builtin_cpu_supports("amx-bf16"));
+       ", avx512_bf16 " + yn(__builtin_cpu_supports("avx512bf16"));
+#if !defined(__clang__) || __clang_major__ >= 16  // clang 15 does not know the "amx-bf16" feature string
+  s += std::string(", amx_bf16 ") + yn(__builtin_cpu_supports("amx-bf16"));
+#endif
 #endif
   return s;
 }
