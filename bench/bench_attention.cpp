@@ -59,7 +59,7 @@
 #include "ops/alibi.h"
 #include "ops/attention.h"
 #include "ops/attention_precision.h"
-#include "ops/attention_tile.h"  // exp_row: the same vector exp for the baseline
+#include "ops/attention_exp.h"  // exp_row: the same vector exp for the baseline
 #include "ops/gemm.h"
 #include "tensor/pool.h"
 

@@ -6,6 +6,9 @@
 # attention backward takes its split schedule) — and one md5 per run of every loss, gnorm and
 # valid_loss. Identical columns for REF and NEW mean the same numbers.
 #   bash scripts/check_train_logs.sh REF_STRETCH NEW_STRETCH
+#   TOL=1e-4 bash scripts/check_train_logs.sh REF NEW   for a change that moves the last bits (a
+#     different exp, a different summation order): per run, the largest relative difference of
+#     any logged loss / gnorm / valid_loss, and a pass when every run stays within TOL.
 # Data: data-bin/enwik8 and data-bin/ptb (scripts/data.sh enwik8|ptb makes them).
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 REF_STRETCH NEW_STRETCH" >&2; exit 2; }
@@ -34,12 +37,30 @@ for side in ref new; do
   "$s" train data-bin/ptb "${h1[@]}" "${log[@]}" > "$work/$side.h1" 2>&1
   "$s" train data-bin/ptb "${h1[@]}" --bf16 "${log[@]}" > "$work/$side.h1_bf16" 2>&1
 done
-digest() { grep -oE '"(loss|gnorm|valid_loss)": "?[0-9.e-]+' "$1" | md5sum | cut -c1-8; }
+values() { grep -oE '"(loss|gnorm|valid_loss)": "?[0-9.e-]+' "$1"; }
+digest() { values "$1" | md5sum | cut -c1-8; }
+# Largest |ref − new| / |ref| over the logged values, in order; "count" when the runs logged
+# different numbers of values.
+max_rel() {
+  python3 -c 'import re, sys
+num = lambda f: [float(re.sub(r"^.*: \"?", "", l)) for l in open(f)]
+a, b = num(sys.argv[1]), num(sys.argv[2])
+print("count" if len(a) != len(b) or not a else "%.2e" % max(abs(x - y) / max(abs(x), 1e-30) for x, y in zip(a, b)))' \
+    <(values "$1") <(values "$2")
+}
 status=0
+[ -n "${TOL:-}" ] && printf "(TOL=%s: the last column is the largest relative difference)\n" "$TOL"
 for run in xl xl_clamp lm_pre lm_post h1 h1_bf16; do
   a="$(digest "$work/ref.$run")" b="$(digest "$work/new.$run")"
   [ "$(grep -c '"loss"' "$work/new.$run")" -gt 0 ] || { echo "$run: no loss logged: the run failed"; status=1; }
-  printf "%-12s %-10s %-10s %s\n" "$run" "$a" "$b" "$([ "$a" = "$b" ] && echo yes || echo NO)"
-  [ "$a" = "$b" ] || status=1
+  if [ -n "${TOL:-}" ]; then
+    rel="$(max_rel "$work/ref.$run" "$work/new.$run")"
+    ok="$(python3 -c 'import sys; print("yes" if sys.argv[1] != "count" and float(sys.argv[1]) <= float(sys.argv[2]) else "NO")' "$rel" "$TOL")"
+    printf "%-12s %-10s %-10s %s %s\n" "$run" "$a" "$b" "$ok" "$rel"
+    [ "$ok" = yes ] || status=1
+  else
+    printf "%-12s %-10s %-10s %s\n" "$run" "$a" "$b" "$([ "$a" = "$b" ] && echo yes || echo NO)"
+    [ "$a" = "$b" ] || status=1
+  fi
 done
 exit $status

@@ -1,5 +1,5 @@
 // ops/attention_tile.h — internal to attention_cpu.cpp: the register-blocked tile product
-// used for every matrix product inside the fused attention kernel, and the vector exp.
+// used for every matrix product inside the fused attention kernel.
 //   tile_gemm<Init, Layout>(m, n, k, a, lda, b, ldb, c, ldc):
 //     C[m, n] (= or +=) A[m, k] · B[k, n]; B and C row-major; A(r, p) is a[r·lda + p]
 //     (ALayout::Rows) or a[p·lda + r] (ALayout::Cols, i.e. Aᵀ stored row-major).
@@ -8,19 +8,8 @@
 // extension lowers it to FMAs of the target ISA. Measured against dnnl_sgemm on a 64×64×64
 // tile it runs at the same speed (docs/BENCHMARKS.md), without a library call per tile.
 #pragma once
-#include <cmath>
 #include <cstdint>
 #include <cstring>
-
-// glibc's libmvec provides vector expf (_ZGVeN16v_expf, _ZGVdN8v_expf, ...). Declaring expf
-// with the simd attribute (what glibc's own <math.h> does under -ffast-math) lets the loop
-// vectoriser call it without -ffast-math; `const` says it leaves errno alone, which holds for
-// the only arguments this kernel passes (exp_neg clamps them to [−80, ~0]) and lets GCC
-// if-convert the clamp around the call. Where this does not apply the loops call scalar
-// expf: the same results up to libm's ulp error, so correctness never depends on it.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-extern "C" float expf(float) noexcept __attribute__((simd("notinbranch"), const));
-#endif
 
 namespace stretch::ops::attn {
 
@@ -39,52 +28,40 @@ typedef float VecF __attribute__((vector_size(kLanes * sizeof(float))));
 enum class ALayout : uint8_t { Rows, Cols };
 enum class Init : uint8_t { Zero, Accumulate };
 
-// s[0..n) ← exp(s − sub) for the softmax's s ≤ sub (sub = running max, or lse), flushed to 0
-// below about e^−60 (and for s = −inf); returns the sum. A flushed term is ≥ 1e18 times smaller
-// than the row's largest one and cannot change a float sum, while keeping it would feed
-// denormal products to the backward GEMMs. The argument is clamped at −60 in a pass of its own:
-// libmvec's vector expf calls scalar expf lane by lane for out-of-range arguments, and a clamp
-// written inside the exp loop is undone by GCC (it rewrites exp(max(x, c)) as a select between
-// exp(x) and exp(c)).
-inline float exp_row(float* s, int n, float sub) {
-#pragma omp simd
-  for (int jj = 0; jj < n; ++jj) {
-    const float x = s[jj] - sub;
-    s[jj] = x > -60.f ? x : -60.f;
-  }
-  float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-  for (int jj = 0; jj < n; ++jj) {
-    const float e = expf(s[jj]);
-    s[jj] = e > 1e-26f ? e : 0.f;  // e^−60 = 8.8e−27
-    sum += s[jj];
-  }
-  return sum;
-}
-
 template <ALayout L>
 inline float a_at(const float* a, int64_t lda, int r, int p) {
   return L == ALayout::Rows ? a[r * lda + p] : a[p * lda + r];
 }
 
+// C rows as unaligned vectors: loads and stores straight to registers (a memcpy into an
+// accumulator array kept the array on the stack: 16 stores and 16 loads around every call).
+typedef float VecFU __attribute__((vector_size(kLanes * sizeof(float)), aligned(4)));
+
 template <int MR, Init I, ALayout L>
 inline void micro_full(int k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+  if (k <= 0) {  // empty product; below, the loop body runs at least once (no zero-trip path
+    if constexpr (I == Init::Zero)  // keeping the accumulators in memory)
+      for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < kNv; ++v) *reinterpret_cast<VecFU*>(c + r * ldc + v * kLanes) = VecF{};
+    return;
+  }
   VecF acc[MR][kNv];
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < kNv; ++v) {
       if constexpr (I == Init::Zero) acc[r][v] = VecF{};
-      else std::memcpy(&acc[r][v], c + r * ldc + v * kLanes, sizeof(VecF));
+      else acc[r][v] = *reinterpret_cast<const VecFU*>(c + r * ldc + v * kLanes);
     }
-  for (int p = 0; p < k; ++p) {
+  int p = 0;
+  do {
     VecF bv[kNv];
-    for (int v = 0; v < kNv; ++v) std::memcpy(&bv[v], b + p * ldb + v * kLanes, sizeof(VecF));
+    for (int v = 0; v < kNv; ++v) bv[v] = *reinterpret_cast<const VecFU*>(b + p * ldb + v * kLanes);
     for (int r = 0; r < MR; ++r) {
       const float av = a_at<L>(a, lda, r, p);
       for (int v = 0; v < kNv; ++v) acc[r][v] += av * bv[v];
     }
-  }
+  } while (++p < k);
   for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < kNv; ++v) std::memcpy(c + r * ldc + v * kLanes, &acc[r][v], sizeof(VecF));
+    for (int v = 0; v < kNv; ++v) *reinterpret_cast<VecFU*>(c + r * ldc + v * kLanes) = acc[r][v];
 }
 
 // The last n < kNr columns of a row block.

@@ -1,0 +1,185 @@
+// ops/attention_exp.h — internal to attention_cpu.cpp: the softmax exponentials of the fused
+// attention kernel, per row of one score tile.
+//   exp_row(s, n, sub):            s ← exp(s − sub), flushed below e^−60; returns Σ s
+//   exp_row_lazy(s, n, m_old, lazy, &m_new): the forward's online-softmax step for one row:
+//                                  m_new = the row max if it exceeds m_old + lazy, else m_old;
+//                                  then exp_row(s, n, m_new) (zeros when m_new = −inf)
+// Each has a reference form (exp_row_reference, exp_row_lazy_reference: plain loops, glibc's
+// vector expf) and, on AVX-512, a fast form with exp inlined; tests/ops/test_attention_exp.cpp.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+// glibc's libmvec provides vector expf (_ZGVeN16v_expf, _ZGVdN8v_expf, ...). Declaring expf
+// with the simd attribute (what glibc's own <math.h> does under -ffast-math) lets the loop
+// vectoriser call it without -ffast-math; `const` says it leaves errno alone, which holds for
+// the only arguments this kernel passes (exp_row_reference clamps them to [−60, 8]) and lets GCC
+// if-convert the clamp around the call. Where this does not apply the loops call scalar
+// expf: the same results up to libm's ulp error, so correctness never depends on it.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
+extern "C" float expf(float) noexcept __attribute__((simd("notinbranch"), const));
+#endif
+
+namespace stretch::ops::attn {
+
+// s[0..n) ← exp(s − sub) for the softmax's s ≤ sub (sub = running max, or lse), flushed to 0
+// below about e^−60 (and for s = −inf); returns the sum. A flushed term is ≥ 1e18 times smaller
+// than the row's largest one and cannot change a float sum, while keeping it would feed
+// denormal products to the backward GEMMs. The argument is clamped at −60 first (a NaN
+// argument, too, becomes −60 and so 0).
+//   exp_row_reference: the libmvec form (glibc's vector expf, ≤ 4 ulp), kept as the reference
+//     of the fast form and as the path of builds without AVX-512.
+//   exp_row (AVX-512): the same contract with exp inlined (exp_vec16 below, ≤ 2 ulp): no call
+//     into libmvec per 16 lanes, no separate clamp pass (libmvec's vector expf calls scalar
+//     expf lane by lane for out-of-range arguments, so the reference needs one).
+inline float exp_row_reference(float* s, int n, float sub) {
+#pragma omp simd
+  for (int jj = 0; jj < n; ++jj) {
+    const float x = s[jj] - sub;
+    s[jj] = x > -60.f ? x : -60.f;
+  }
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int jj = 0; jj < n; ++jj) {
+    const float e = expf(s[jj]);
+    s[jj] = e > 1e-26f ? e : 0.f;  // e^−60 = 8.8e−27
+    sum += s[jj];
+  }
+  return sum;
+}
+
+#if defined(__AVX512F__)
+// exp(x) for x ∈ [−60, 88]: x = n·ln2 + r with n = round(x·log2 e), |r| ≤ ln2/2 (ln2 in two
+// parts, so r is exact to ~1e−12), e^r by its Taylor polynomial of degree 7 (truncation
+// r^8/8! ≤ 5.3e−9 relative, under a tenth of an ulp), then ·2^n by vscalefps. Measured
+// against double exp over every float in [−60, 8]: tests/ops/test_attention_exp.cpp.
+inline __m512 exp_vec16(__m512 x) {
+  // The masked forms of roundscale / scalef with every lane set: GCC 12's unmasked ones start
+  // from _mm512_undefined_ps() and warn (-Wuninitialized) once inlined.
+  const __m512 xl = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 n = _mm512_mask_roundscale_ps(xl, 0xFFFF, xl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2 high part (exact n·hi)
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);    // ln2 − high part
+  __m512 p = _mm512_set1_ps(1.f / 5040.f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 720.f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120.f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24.f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6.f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  return _mm512_mask_scalef_ps(p, 0xFFFF, p, n);
+}
+
+// One vector of the exp pass: flush(exp(max(v − sub, −60))) on the lanes of k, 0 elsewhere.
+// max(x, −60) returns −60 for a NaN x (vmaxps returns its second operand then).
+inline __m512 exp_lanes(__m512 v, __m512 sub, __mmask16 k) {
+  const __m512 d = _mm512_sub_ps(v, sub);
+  const __m512 x = _mm512_mask_max_ps(d, 0xFFFF, d, _mm512_set1_ps(-60.f));
+  const __m512 e = exp_vec16(x);
+  return _mm512_maskz_mov_ps(_mm512_mask_cmp_ps_mask(k, e, _mm512_set1_ps(1e-26f), _CMP_GT_OQ), e);
+}
+
+// Lanes summed as a fixed tree (halves, quarters, pairs within 128 bits).
+inline float sum_lanes(__m512 acc) {
+  acc = _mm512_add_ps(acc, _mm512_mask_shuffle_f32x4(acc, 0xFFFF, acc, acc, 0x4E));
+  acc = _mm512_add_ps(acc, _mm512_mask_shuffle_f32x4(acc, 0xFFFF, acc, acc, 0xB1));
+  acc = _mm512_add_ps(acc, _mm512_mask_permute_ps(acc, 0xFFFF, acc, 0x4E));
+  acc = _mm512_add_ps(acc, _mm512_mask_permute_ps(acc, 0xFFFF, acc, 0xB1));
+  return _mm512_cvtss_f32(acc);
+}
+
+inline __mmask16 lanes_from(int rest) {  // the first min(rest, 16) lanes (none for rest ≤ 0)
+  return rest >= 16 ? __mmask16(0xFFFF) : rest > 0 ? __mmask16((1u << rest) - 1u) : __mmask16(0);
+}
+
+inline float exp_row(float* s, int n, float sub) {
+  const __m512 vsub = _mm512_set1_ps(sub);
+  __m512 acc = _mm512_setzero_ps();
+  for (int jj = 0; jj < n; jj += 16) {
+    const __mmask16 k = lanes_from(n - jj);
+    const __m512 y = exp_lanes(_mm512_maskz_loadu_ps(k, s + jj), vsub, k);
+    _mm512_mask_storeu_ps(s + jj, k, y);
+    acc = _mm512_add_ps(acc, y);
+  }
+  return sum_lanes(acc);
+}
+#else
+inline float exp_row(float* s, int n, float sub) { return exp_row_reference(s, n, sub); }
+#endif
+
+// The forward's step of the online softmax for one row (lazy rescaling: the reference point
+// only moves when the row's maximum exceeds it by more than `lazy`). The maximum skips NaN.
+inline float exp_row_lazy_reference(float* s, int n, float m_old, float lazy, float* m_new) {
+  float mx = -std::numeric_limits<float>::infinity();
+  // `s > mx ? s : mx`, not std::max(mx, s): GCC 12 vectorises only this form of the
+  // reduction (vmaxps; std::max's is left scalar).
+#pragma omp simd reduction(max : mx)
+  for (int jj = 0; jj < n; ++jj) mx = s[jj] > mx ? s[jj] : mx;
+  const float m = mx > m_old + lazy ? mx : m_old;
+  *m_new = m;
+  if (m == -std::numeric_limits<float>::infinity()) {  // nothing visible in this row yet
+    std::fill(s, s + n, 0.f);
+    return 0.f;
+  }
+  return exp_row(s, n, m);
+}
+
+#if defined(__AVX512F__)
+// Rows of up to 64 scores in one pass over registers: "some lane > m_old + lazy" replaces the
+// row maximum (m_new = m_old then, as the maximum would give), so the maximum is reduced across
+// lanes only in the rare rows where the reference point moves; then the exp pass of exp_row
+// on the same registers (the same operations, so the same bits as exp_row).
+inline float exp_row_lazy(float* s, int n, float m_old, float lazy, float* m_new) {
+  if (n > 64) return exp_row_lazy_reference(s, n, m_old, lazy, m_new);
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512 thr = _mm512_set1_ps(m_old + lazy);
+  const int nv = (n + 15) / 16;
+  __m512 v[4] = {ninf, ninf, ninf, ninf};
+  __mmask16 k[4] = {0, 0, 0, 0};
+  __mmask16 over = 0;
+  for (int q = 0; q < 4; ++q) {
+    if (q >= nv) break;
+    k[q] = lanes_from(n - 16 * q);
+    v[q] = _mm512_mask_loadu_ps(ninf, k[q], s + 16 * q);
+    over = static_cast<__mmask16>(over | _mm512_mask_cmp_ps_mask(k[q], v[q], thr, _CMP_GT_OQ));
+  }
+  float m = m_old;
+  if (over != 0) {
+    __m512 mx = ninf;  // max(v, mx) returns mx where v is NaN
+    for (int q = 0; q < 4; ++q)
+      if (q < nv) mx = _mm512_mask_max_ps(mx, 0xFFFF, v[q], mx);
+    mx = _mm512_mask_max_ps(mx, 0xFFFF, _mm512_mask_shuffle_f32x4(mx, 0xFFFF, mx, mx, 0x4E), mx);
+    mx = _mm512_mask_max_ps(mx, 0xFFFF, _mm512_mask_shuffle_f32x4(mx, 0xFFFF, mx, mx, 0xB1), mx);
+    mx = _mm512_mask_max_ps(mx, 0xFFFF, _mm512_mask_permute_ps(mx, 0xFFFF, mx, 0x4E), mx);
+    mx = _mm512_mask_max_ps(mx, 0xFFFF, _mm512_mask_permute_ps(mx, 0xFFFF, mx, 0xB1), mx);
+    m = _mm512_cvtss_f32(mx);
+  }
+  *m_new = m;
+  if (m == -std::numeric_limits<float>::infinity()) {
+    for (int q = 0; q < 4; ++q)
+      if (q < nv) _mm512_mask_storeu_ps(s + 16 * q, k[q], _mm512_setzero_ps());
+    return 0.f;
+  }
+  const __m512 vsub = _mm512_set1_ps(m);
+  __m512 acc = _mm512_setzero_ps();
+  for (int q = 0; q < 4; ++q) {
+    if (q >= nv) break;
+    const __m512 y = exp_lanes(v[q], vsub, k[q]);
+    _mm512_mask_storeu_ps(s + 16 * q, k[q], y);
+    acc = _mm512_add_ps(acc, y);
+  }
+  return sum_lanes(acc);
+}
+#else
+inline float exp_row_lazy(float* s, int n, float m_old, float lazy, float* m_new) {
+  return exp_row_lazy_reference(s, n, m_old, lazy, m_new);
+}
+#endif
+
+}  // namespace stretch::ops::attn

@@ -1,0 +1,157 @@
+// tests/ops/test_attention_exp.cpp — the fused attention's softmax exponentials (ops/attention_exp.h):
+// exp_row's contract (s ← exp(s − sub), flushed to 0 below e^−60, NaN and −inf to 0, the sum
+// returned, nothing past n written) checked against double exp, the fast inline form (AVX-512
+// builds) against the libmvec reference form and both against double exp in ulps; exp_row_lazy
+// (the forward's one-pass online-softmax step) bitwise against its two-pass reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/rng.h"
+#include "ops/attention_exp.h"
+
+namespace stretch::ops::attn {
+namespace {
+
+// Distance in float ulps between y and the double value e (rounded to float, then counted in
+// representable floats between them).
+double ulps(float y, double e) {
+  const float ef = static_cast<float>(e);
+  if (y == ef) return 0.0;
+  int32_t a, b;
+  std::memcpy(&a, &y, 4);
+  std::memcpy(&b, &ef, 4);
+  // Both are positive here; the integer distance is the number of floats apart, plus the
+  // rounding of e itself (≤ 0.5).
+  return std::fabs(static_cast<double>(a) - static_cast<double>(b)) + 0.5;
+}
+
+// Floats of [lo, hi) taken every `stride` representable floats (lo < 0 < hi), as x with sub = 0.
+std::vector<float> sampled(float lo, float hi, uint32_t stride) {
+  std::vector<float> xs;
+  auto bits_of = [](float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return u & 0x7fffffffu;
+  };
+  auto from = [](uint32_t mag, bool neg) {
+    const uint32_t u = mag | (neg ? 0x80000000u : 0u);
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+  };
+  for (uint32_t m = bits_of(lo); m >= stride; m -= stride) xs.push_back(from(m, true));  // lo .. −0
+  for (uint32_t m = 0; m < bits_of(hi); m += stride) xs.push_back(from(m, false));        // 0 .. hi
+  return xs;
+}
+
+// Max ulp error of exp_fn over the sample, and the flush rule checked per element.
+template <class F>
+double max_ulps(F exp_fn, const std::vector<float>& xs) {
+  std::vector<float> s(xs);
+  exp_fn(s.data(), static_cast<int>(s.size()), 0.f);
+  double worst = 0.0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double e = std::exp(static_cast<double>(xs[i]));
+    if (e < 0.9e-26) {
+      EXPECT_EQ(s[i], 0.f) << "x = " << xs[i] << " must flush to 0";
+      continue;
+    }
+    if (e < 1.1e-26) continue;  // at the flush threshold either answer is right
+    worst = std::max(worst, ulps(s[i], e));
+  }
+  return worst;
+}
+
+TEST(AttentionExp, FastFormWithinTwoUlpsOfDoubleExp) {
+  // [−60, 8]: the arguments the kernel passes (s − running max ≤ kLazy = 8; clamped at −60).
+  const std::vector<float> xs = sampled(-60.f, 8.f, 97);  // ~22 M floats
+  ASSERT_GT(xs.size(), 1000000u);
+  const double fast = max_ulps(exp_row, xs);
+#if defined(__AVX512F__)
+  EXPECT_LE(fast, 2.0) << "exp_row (inline AVX-512 form) vs double exp";
+#else
+  EXPECT_LE(fast, 4.0) << "exp_row (the libmvec form on this build) vs double exp";
+#endif
+  const double ref = max_ulps(exp_row_reference, xs);
+  EXPECT_LE(ref, 4.0) << "libmvec expf vs double exp (its documented bound)";
+}
+
+TEST(AttentionExp, SumIsTheSumOfTheWrittenTerms) {
+  for (int n : {1, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100}) {
+    std::vector<float> s(static_cast<size_t>(n) + 8, 123.f);  // 8 guards past n
+    for (int j = 0; j < n; ++j) s[j] = -0.37f * static_cast<float>(j % 23) + 0.11f * static_cast<float>(j % 5);
+    const std::vector<float> in(s);
+    const float sum = exp_row(s.data(), n, 0.25f);
+    double want = 0.0, got = 0.0;
+    for (int j = 0; j < n; ++j) {
+      const double e = std::exp(static_cast<double>(in[j] - 0.25f));  // the kernel subtracts in float
+      EXPECT_NEAR(s[j], e, 5e-7 * e) << "n " << n << " j " << j;  // ≤ 4 ulp: either form
+      want += e, got += s[j];
+    }
+    EXPECT_NEAR(sum, got, 1e-6 * got) << "n " << n;
+    EXPECT_NEAR(sum, want, 2e-6 * want) << "n " << n;
+    for (int j = n; j < n + 8; ++j) EXPECT_EQ(s[j], 123.f) << "wrote past n = " << n;
+  }
+}
+
+TEST(AttentionExp, SpecialValuesAsTheReference) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // Masked entries (−inf), NaN scores, an empty row's +inf subtrahend, far below the flush, at 0,
+  // at the kernel's largest argument.
+  const std::vector<float> row = {-inf, nan, -1e30f, -61.f, -59.f, 0.f, 8.f, -0.f, 1e-30f, -87.f};
+  for (float sub : {0.f, inf, 3.f}) {
+    std::vector<float> a(row), b(row);
+    const float sa = exp_row(a.data(), static_cast<int>(a.size()), sub);
+    const float sb = exp_row_reference(b.data(), static_cast<int>(b.size()), sub);
+    for (size_t j = 0; j < row.size(); ++j) {
+      ASSERT_FALSE(std::isnan(a[j])) << "x = " << row[j] << " − " << sub;
+      if (b[j] == 0.f) EXPECT_EQ(a[j], 0.f) << "x = " << row[j] << " − " << sub;
+      else EXPECT_NEAR(a[j], b[j], 6.0 * 1.2e-7 * b[j]) << "x = " << row[j] << " − " << sub;
+    }
+    EXPECT_NEAR(sa, sb, 1e-6 * sb);
+  }
+  std::vector<float> one = {0.f};
+  EXPECT_EQ(exp_row(one.data(), 1, 0.f), 1.f);  // exp(0) exactly 1
+  EXPECT_EQ(one[0], 1.f);
+}
+
+// The one-pass lazy step must give the reference's bits: the same m_new (the reference point
+// moves exactly when the row maximum exceeds m_old + lazy), the same s and the same sum.
+TEST(AttentionExp, LazyStepBitwiseAsTwoPassReference) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  Rng rng(11);
+  int moved = 0, kept = 0, empty = 0;
+  for (int n : {1, 5, 16, 17, 33, 48, 63, 64, 65, 130}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> row(static_cast<size_t>(n) + 4, 77.f);  // 4 guards
+      const float spread = trial % 3 == 0 ? 1.f : 12.f;
+      for (int j = 0; j < n; ++j) row[j] = rng.uniform(-spread, spread);
+      if (trial % 5 == 1) row[trial % n] = nan;                      // NaN scores are skipped by the max
+      if (trial % 5 == 2) for (int j = 0; j < n; j += 2) row[j] = -inf;  // masked keys
+      if (trial % 7 == 3) std::fill(row.begin(), row.begin() + n, -inf);  // a row with nothing visible
+      if (trial % 11 == 4) row[0] = -0.f, row[n - 1] = 0.f;
+      const float m_olds[] = {-inf, -3.f, 0.5f, 4.f, 30.f};
+      const float m_old = m_olds[trial % 5];
+      std::vector<float> a(row), b(row);
+      float ma = 1.f, mb = 2.f;
+      const float sa = exp_row_lazy(a.data(), n, m_old, 8.f, &ma);
+      const float sb = exp_row_lazy_reference(b.data(), n, m_old, 8.f, &mb);
+      ASSERT_EQ(std::memcmp(&ma, &mb, 4), 0) << "n " << n << " trial " << trial << ": m_new " << ma << " vs " << mb;
+      ASSERT_EQ(std::memcmp(&sa, &sb, 4), 0) << "n " << n << " trial " << trial << ": sum " << sa << " vs " << sb;
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "n " << n << " trial " << trial;
+      moved += ma != m_old, kept += ma == m_old && ma != -inf, empty += ma == -inf;
+    }
+  }
+  // Every branch was taken: the point moved, stayed, and rows with nothing visible.
+  EXPECT_GT(moved, 20);
+  EXPECT_GT(kept, 20);
+  EXPECT_GT(empty, 5);
+}
+
+}  // namespace
+}  // namespace stretch::ops::attn
