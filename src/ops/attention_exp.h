@@ -57,7 +57,8 @@ inline float exp_row_reference(float* s, int n, float sub) {
 // exp(x) for x ∈ [−60, 88]: x = n·ln2 + r with n = round(x·log2 e), |r| ≤ ln2/2 (ln2 in two
 // parts, so r is exact to ~1e−12), e^r by its Taylor polynomial of degree 7 (truncation
 // r^8/8! ≤ 5.3e−9 relative, under a tenth of an ulp), then ·2^n by vscalefps. Measured
-// against double exp over every float in [−60, 8]: tests/ops/test_attention_exp.cpp.
+// against double exp over every 97th float of [−60, 8] (22 M of them): ≤ 2 ulp
+// (tests/ops/test_attention_exp.cpp).
 inline __m512 exp_vec16(__m512 x) {
   // The masked forms of roundscale / scalef with every lane set: GCC 12's unmasked ones start
   // from _mm512_undefined_ps() and warn (-Wuninitialized) once inlined.
