@@ -15,6 +15,8 @@
 #include <immintrin.h>
 #endif
 
+#include "ops/simd_math.h"
+
 // glibc's libmvec provides vector expf (_ZGVeN16v_expf, _ZGVdN8v_expf, ...). Declaring expf
 // with the simd attribute (what glibc's own <math.h> does under -ffast-math) lets the loop
 // vectoriser call it without -ffast-math; `const` says it leaves errno alone, which holds for
@@ -54,28 +56,9 @@ inline float exp_row_reference(float* s, int n, float sub) {
 }
 
 #if defined(__AVX512F__)
-// exp(x) for x ∈ [−60, 88]: x = n·ln2 + r with n = round(x·log2 e), |r| ≤ ln2/2 (ln2 in two
-// parts, so r is exact to ~1e−12), e^r by its Taylor polynomial of degree 7 (truncation
-// r^8/8! ≤ 5.3e−9 relative, under a tenth of an ulp), then ·2^n by vscalefps. Measured
-// against double exp over every 97th float of [−60, 8] (22 M of them): ≤ 2 ulp
-// (tests/ops/test_attention_exp.cpp).
-inline __m512 exp_vec16(__m512 x) {
-  // The masked forms of roundscale / scalef with every lane set: GCC 12's unmasked ones start
-  // from _mm512_undefined_ps() and warn (-Wuninitialized) once inlined.
-  const __m512 xl = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
-  const __m512 n = _mm512_mask_roundscale_ps(xl, 0xFFFF, xl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2 high part (exact n·hi)
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);    // ln2 − high part
-  __m512 p = _mm512_set1_ps(1.f / 5040.f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 720.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  return _mm512_mask_scalef_ps(p, 0xFFFF, p, n);
-}
+using simd::exp_vec16;
+using simd::first_lanes;
+using simd::sum_lanes;
 
 // One vector of the exp pass: flush(exp(max(v − sub, −60))) on the lanes of k, 0 elsewhere.
 // max(x, −60) returns −60 for a NaN x (vmaxps returns its second operand then).
@@ -86,24 +69,11 @@ inline __m512 exp_lanes(__m512 v, __m512 sub, __mmask16 k) {
   return _mm512_maskz_mov_ps(_mm512_mask_cmp_ps_mask(k, e, _mm512_set1_ps(1e-26f), _CMP_GT_OQ), e);
 }
 
-// Lanes summed as a fixed tree (halves, quarters, pairs within 128 bits).
-inline float sum_lanes(__m512 acc) {
-  acc = _mm512_add_ps(acc, _mm512_mask_shuffle_f32x4(acc, 0xFFFF, acc, acc, 0x4E));
-  acc = _mm512_add_ps(acc, _mm512_mask_shuffle_f32x4(acc, 0xFFFF, acc, acc, 0xB1));
-  acc = _mm512_add_ps(acc, _mm512_mask_permute_ps(acc, 0xFFFF, acc, 0x4E));
-  acc = _mm512_add_ps(acc, _mm512_mask_permute_ps(acc, 0xFFFF, acc, 0xB1));
-  return _mm512_cvtss_f32(acc);
-}
-
-inline __mmask16 lanes_from(int rest) {  // the first min(rest, 16) lanes (none for rest ≤ 0)
-  return rest >= 16 ? __mmask16(0xFFFF) : rest > 0 ? __mmask16((1u << rest) - 1u) : __mmask16(0);
-}
-
 inline float exp_row(float* s, int n, float sub) {
   const __m512 vsub = _mm512_set1_ps(sub);
   __m512 acc = _mm512_setzero_ps();
   for (int jj = 0; jj < n; jj += 16) {
-    const __mmask16 k = lanes_from(n - jj);
+    const __mmask16 k = first_lanes(n - jj);
     const __m512 y = exp_lanes(_mm512_maskz_loadu_ps(k, s + jj), vsub, k);
     _mm512_mask_storeu_ps(s + jj, k, y);
     acc = _mm512_add_ps(acc, y);
@@ -146,7 +116,7 @@ inline float exp_row_lazy(float* s, int n, float m_old, float lazy, float* m_new
   __mmask16 over = 0;
   for (int q = 0; q < 4; ++q) {
     if (q >= nv) break;
-    k[q] = lanes_from(n - 16 * q);
+    k[q] = first_lanes(n - 16 * q);
     v[q] = _mm512_mask_loadu_ps(ninf, k[q], s + 16 * q);
     over = static_cast<__mmask16>(over | _mm512_mask_cmp_ps_mask(k[q], v[q], thr, _CMP_GT_OQ));
   }

@@ -56,15 +56,16 @@ std::vector<std::string> train_args(const std::string& save_dir, int max_update)
 // The numbers are bit-exact for the Release build that printed them (-O3 -march=native) where
 // the code computes them the same way: AVX2 builds. A sanitizer build (GCC defines
 // __SANITIZE_ADDRESS__; RelWithDebInfo) sums in another rounding order, so there they agree
-// within 1e-6 relative. On AVX-512 builds the attention kernel's exp is stretch's inline form
-// (ops/attention_exp.h, ≤ 2 ulp) where e369cbe called libmvec's expf (≤ 4 ulp), so the last bits
-// differ: within 2e-7 relative (measured: eval 5.8e-9 / 6.7e-9 with the KV cache, the resumed
-// updates' gnorm ≤ 3.3e-8, their loss exact), i.e. rounding, never a different model or batch.
+// within 1e-6 relative. On AVX-512 builds the attention kernel's and the cross-entropy's exp is
+// stretch's inline form (ops/simd_math.h, ≤ 2 ulp) where e369cbe called libmvec's expf (≤ 4 ulp),
+// so the last bits differ: within 3e-7 relative (measured: eval 1.1e-8 / 8.6e-9 with the KV
+// cache, the resumed updates' loss and gnorm ≤ 7.6e-8), i.e. rounding, never a different model or
+// batch.
 void expect_same_number(double got, double want, const std::string& what) {
 #if defined(__SANITIZE_ADDRESS__)
   EXPECT_NEAR(got, want, 1e-6 * std::max(1.0, std::abs(want))) << what;
 #elif defined(__AVX512F__)
-  EXPECT_NEAR(got, want, 2e-7 * std::max(1.0, std::abs(want))) << what;
+  EXPECT_NEAR(got, want, 3e-7 * std::max(1.0, std::abs(want))) << what;
 #else
   EXPECT_EQ(got, want) << what;
 #endif

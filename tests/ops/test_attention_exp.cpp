@@ -2,7 +2,8 @@
 // exp_row's contract (s ← exp(s − sub), flushed to 0 below e^−60, NaN and −inf to 0, the sum
 // returned, nothing past n written) checked against double exp, the fast inline form (AVX-512
 // builds) against the libmvec reference form and both against double exp in ulps; exp_row_lazy
-// (the forward's one-pass online-softmax step) bitwise against its two-pass reference.
+// (the forward's one-pass online-softmax step) bitwise against its two-pass reference; and the
+// same inline exp for any argument (simd::exp_any16, the cross-entropy's) down to subnormals.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 
 #include "core/rng.h"
 #include "ops/attention_exp.h"
+#include "ops/simd_math.h"
 
 namespace stretch::ops::attn {
 namespace {
@@ -152,6 +154,41 @@ TEST(AttentionExp, LazyStepBitwiseAsTwoPassReference) {
   EXPECT_GT(kept, 20);
   EXPECT_GT(empty, 5);
 }
+
+#if defined(__AVX512F__)
+// The cross-entropy's form: any x ≤ 0, subnormal results included, −inf → 0, NaN → NaN.
+TEST(AttentionExp, AnyArgumentFormWithinTwoUlpsDownToSubnormals) {
+  const std::vector<float> xs = sampled(-110.f, 0.f, 97);
+  double worst = 0.0;
+  for (size_t i = 0; i < xs.size(); i += 16) {
+    float in[16] = {}, out[16];
+    const size_t m = std::min<size_t>(16, xs.size() - i);
+    for (size_t j = 0; j < m; ++j) in[j] = xs[i + j];
+    _mm512_storeu_ps(out, simd::exp_any16(_mm512_loadu_ps(in)));
+    for (size_t j = 0; j < m; ++j) {
+      const double e = std::exp(static_cast<double>(in[j]));
+      ASSERT_GE(out[j], 0.f) << in[j];
+      if (e < 0.7e-45) {  // below half the smallest subnormal: rounds to 0
+        EXPECT_EQ(out[j], 0.f) << "x = " << in[j];
+        continue;
+      }
+      worst = std::max(worst, ulps(out[j], e));
+    }
+  }
+  EXPECT_LE(worst, 2.0);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  float sp[16] = {-inf, nan, 0.f, -0.f, -1e30f, -104.f, -87.f, 1.f}, r[16];
+  _mm512_storeu_ps(r, simd::exp_any16(_mm512_loadu_ps(sp)));
+  EXPECT_EQ(r[0], 0.f);
+  EXPECT_TRUE(std::isnan(r[1])) << "a NaN logit must reach the loss";
+  EXPECT_EQ(r[2], 1.f);
+  EXPECT_EQ(r[3], 1.f);
+  EXPECT_EQ(r[4], 0.f);
+  EXPECT_EQ(r[5], 0.f);
+  EXPECT_NEAR(r[6], std::exp(-87.0), 2.5e-7 * std::exp(-87.0));
+  EXPECT_NEAR(r[7], std::exp(1.0), 2.5e-7 * std::exp(1.0));
+}
+#endif
 
 }  // namespace
 }  // namespace stretch::ops::attn
