@@ -58,6 +58,7 @@ inline float exp_row_reference(float* s, int n, float sub) {
 #if defined(__AVX512F__)
 using simd::exp_vec16;
 using simd::first_lanes;
+using simd::max_lanes;
 using simd::sum_lanes;
 
 // One vector of the exp pass: flush(exp(max(v − sub, −60))) on the lanes of k, 0 elsewhere.
@@ -125,11 +126,7 @@ inline float exp_row_lazy(float* s, int n, float m_old, float lazy, float* m_new
     __m512 mx = ninf;  // max(v, mx) returns mx where v is NaN
     for (int q = 0; q < 4; ++q)
       if (q < nv) mx = _mm512_mask_max_ps(mx, 0xFFFF, v[q], mx);
-    mx = _mm512_mask_max_ps(mx, 0xFFFF, _mm512_mask_shuffle_f32x4(mx, 0xFFFF, mx, mx, 0x4E), mx);
-    mx = _mm512_mask_max_ps(mx, 0xFFFF, _mm512_mask_shuffle_f32x4(mx, 0xFFFF, mx, mx, 0xB1), mx);
-    mx = _mm512_mask_max_ps(mx, 0xFFFF, _mm512_mask_permute_ps(mx, 0xFFFF, mx, 0x4E), mx);
-    mx = _mm512_mask_max_ps(mx, 0xFFFF, _mm512_mask_permute_ps(mx, 0xFFFF, mx, 0xB1), mx);
-    m = _mm512_cvtss_f32(mx);
+    m = max_lanes(mx);
   }
   *m_new = m;
   if (m == -std::numeric_limits<float>::infinity()) {

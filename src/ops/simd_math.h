@@ -25,8 +25,9 @@ float erff(float) noexcept;
 namespace stretch::ops::simd {
 
 // exp(x) for x ∈ [−104, 88] (callers clamp below: exp(−104) rounds to 0 already):
-// x = n·ln2 + r with n = round(x·log2 e), |r| ≤ ln2/2 (ln2 in two parts, so r is exact to ~1e−12), e^r by its Taylor polynomial of degree 7 (truncation
-// r^8/8! ≤ 5.3e−9 relative, under a tenth of an ulp), then ·2^n by vscalefps. Measured
+// x = n·ln2 + r with n = round(x·log2 e), |r| ≤ ln2/2 (ln2 in two parts, so r is exact to
+// ~1e−12), e^r by its Taylor polynomial of degree 7 (truncation r^8/8! ≤ 5.3e−9 relative,
+// under a tenth of an ulp), then ·2^n by vscalefps. Measured
 // against double exp over every 97th float of [−60, 8] (22 M of them) and of [−104, 0] (with
 // the subnormal results): ≤ 2 ulp (tests/ops/test_attention_exp.cpp).
 inline __m512 exp_vec16(__m512 x) {
@@ -59,6 +60,16 @@ inline float sum_lanes(__m512 acc) {
   acc = _mm512_add_ps(acc, _mm512_mask_permute_ps(acc, 0xFFFF, acc, 0x4E));
   acc = _mm512_add_ps(acc, _mm512_mask_permute_ps(acc, 0xFFFF, acc, 0xB1));
   return _mm512_cvtss_f32(acc);
+}
+
+// The largest lane, by the same tree. max(a, b) returns b when a is NaN: callers pass vectors
+// whose NaN lanes were already skipped.
+inline float max_lanes(__m512 m) {
+  m = _mm512_mask_max_ps(m, 0xFFFF, _mm512_mask_shuffle_f32x4(m, 0xFFFF, m, m, 0x4E), m);
+  m = _mm512_mask_max_ps(m, 0xFFFF, _mm512_mask_shuffle_f32x4(m, 0xFFFF, m, m, 0xB1), m);
+  m = _mm512_mask_max_ps(m, 0xFFFF, _mm512_mask_permute_ps(m, 0xFFFF, m, 0x4E), m);
+  m = _mm512_mask_max_ps(m, 0xFFFF, _mm512_mask_permute_ps(m, 0xFFFF, m, 0xB1), m);
+  return _mm512_cvtss_f32(m);
 }
 
 // The first min(rest, 16) lanes (none for rest ≤ 0): the mask of a row's next 16 elements.
