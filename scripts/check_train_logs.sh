@@ -12,6 +12,10 @@
 # Data: data-bin/enwik8 and data-bin/ptb (scripts/data.sh enwik8|ptb makes them).
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 REF_STRETCH NEW_STRETCH" >&2; exit 2; }
+if [ -n "${TOL:-}" ] && ! python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 0 else 1)' "$TOL" 2>/dev/null; then
+  echo "$0: TOL=$TOL is not a number >= 0 (e.g. TOL=1e-4)" >&2; exit 2
+fi
+for s in "$1" "$2"; do [ -x "$s" ] || { echo "$0: $s: not an executable stretch binary" >&2; exit 2; }; done
 for d in data-bin/enwik8 data-bin/ptb; do
   [ -f "$d/dict.txt" ] || { echo "$0: $d/dict.txt missing: run scripts/data.sh $(basename "$d")" >&2; exit 1; }
 done
