@@ -4,8 +4,10 @@
 The machine is shared and its speed drifts by ±10% over minutes, so a before/after comparison of a
 kernel runs the binaries alternately (round r runs them in order, round r+1 in reverse order) and
 keeps, per benchmark and binary, the best CPU time over the rounds (load only ever slows a run
-down) and the best `of_gemm` counter where the benchmark reports one (bench_attention: the rate
-over the GEMM measured in the same process). Ratios are against the first binary.
+down) and the median `of_gemm` counter where the benchmark reports one (bench_attention: the rate
+over the GEMM measured in the same process; a ratio of two noisy times, so its best over rounds
+would pick the round whose GEMM was slowed: the median, with the range). Ratios are against the
+first binary.
 
 Usage (from the repository root; OMP_NUM_THREADS defaults to 1 here):
   python3 bench/ab_gbench.py --filter 'FusedFwd/(512|2048)/1' --rounds 6 OLD/bench_attention build/bench/bench_attention
@@ -15,6 +17,7 @@ import argparse
 import collections
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -33,7 +36,7 @@ def main():
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     best = collections.defaultdict(lambda: float("inf"))
-    of_gemm = collections.defaultdict(float)
+    of_gemm = collections.defaultdict(list)
     for r in range(args.rounds):
         for b in args.binaries if r % 2 == 0 else args.binaries[::-1]:
             run = subprocess.run([b, f"--benchmark_filter={args.filter}", "--benchmark_format=json"],
@@ -46,17 +49,21 @@ def main():
             for x in rows:
                 key = (x["name"].replace("/process_time", "").replace("/real_time", ""), b)
                 best[key] = min(best[key], x["cpu_time"])
-                of_gemm[key] = max(of_gemm[key], x.get("of_gemm", 0.0))
+                if x.get("of_gemm", 0.0) > 0:
+                    of_gemm[key].append(x["of_gemm"])
     names = sorted({k[0] for k in best})
     unit = "ms"
     print(f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']}, {args.rounds} rounds, best CPU time per binary "
-          f"({unit}), ratio to the first; of_gemm where reported")
+          f"({unit}), ratio to the first; of_gemm (median over rounds, [min, max]) where reported")
     for n in names:
         ref = best[(n, args.binaries[0])]
         cells = []
         for b in args.binaries:
             t = best[(n, b)]
-            og = f", of_gemm {of_gemm[(n, b)]:.2f}" if of_gemm[(n, b)] > 0 else ""
+            og = ""
+            if of_gemm[(n, b)]:
+                v = sorted(of_gemm[(n, b)])
+                og = f", of_gemm {statistics.median(v):.2f} [{v[0]:.2f}, {v[-1]:.2f}]"
             cells.append(f"{t:.2f} ({t / ref:.3f}{og})")
         print(f"{n}: " + " | ".join(cells))
 

@@ -8,7 +8,8 @@
 //          --checkpoint-activations recomputes the blocks in backward (bench/checkpoint_activations.sh)
 //   eval   tokens/s and peak RSS of eval::evaluate (the eval-lm code: non-overlapping windows,
 //          B = 1, log-softmax only at scored rows) on one window of each of --lengths; each
-//          length in a fresh process so VmHWM is that length's own peak
+//          length in a fresh process so VmHWM is that length's own peak; "loss" = Σ −log p in
+//          nats of the window's random targets (the same weights for fp32 and --bf16)
 //
 // Figures per measurement: tokens per wall second, tokens per CPU second of the process,
 // model FLOP/s per CPU second ("mfu_cpu" = that rate / P, P = this host's fp32 FMA peak per core
@@ -207,9 +208,11 @@ void run_eval_one(const Args& a, int64_t T) {
   o.max_sentences = 1;
   for (int i = 0; i < a.warmup; ++i) eval::evaluate(model, stream, o);
   const double w0 = wall_now(), c0 = cpu_now();
-  for (int i = 0; i < a.steps; ++i) eval::evaluate(model, stream, o);
+  eval::EvalResult res;
+  for (int i = 0; i < a.steps; ++i) res = eval::evaluate(model, stream, o);
   const double wall = (wall_now() - w0) / a.steps, cpu = (cpu_now() - c0) / a.steps;
   nlohmann::json r = base_record(a, c);
+  r["loss"] = res.nll_sum;  // Σ −log p in nats over the window (bench/torch_lm.py's "loss")
   r["params"] = model.params().numel();
   r["B"] = 1;
   r["T"] = T;

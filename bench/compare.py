@@ -44,8 +44,9 @@ Usage (from the repository root, after building):
   build/pyenv/bin/python bench/compare.py                  # everything, 1 thread (~25 min)
   build/pyenv/bin/python bench/compare.py --only train --models small --threads 1,2
   build/pyenv/bin/python bench/compare.py --quick          # small model, T = 128, eval to 2048
-  ... --bf16                                               # + stretch --bf16 training columns, against
-                                                           #   PyTorch 2.x under torch.autocast(bf16)
+  ... --bf16                                               # + stretch --bf16 training columns and a bf16
+                                                           #   eval table, against PyTorch 2.x under
+                                                           #   torch.autocast(bf16) (eval: SDPA and flex)
   ... --json raw.jsonl                                     # every measurement as JSON lines
   ... --write-docs                                         # also replace the tables in docs/BENCHMARKS.md
 """
@@ -143,8 +144,8 @@ def stretch_cmd(args, mode, m, V, threads, extra):
 
 def torch_cmd(args, mode, m, V, threads, extra, variant="1.13"):
     python = args.python if variant == "1.13" else args.torch2
-    attn = {"1.13": "mha", "sdpa": "sdpa", "flex": "flex", "sdpa-bf16": "sdpa"}[variant]
-    bf16 = ["--autocast", "bf16"] if variant == "sdpa-bf16" else []
+    attn = {"1.13": "mha", "sdpa": "sdpa", "flex": "flex", "sdpa-bf16": "sdpa", "flex-bf16": "flex"}[variant]
+    bf16 = ["--autocast", "bf16"] if variant.endswith("-bf16") else []
     return [python, os.path.join(HERE, "torch_lm.py"), mode, "--attn", attn, "--threads", str(threads), "--vocab", str(V)] + \
         model_flags(m) + extra + bf16 + ["--warmup", str(args.warmup), "--steps", str(args.steps)]
 
@@ -194,6 +195,14 @@ def torch_sides(args, mode):
         if mode == "eval" and not args.no_flex:
             sides.append(("flex", "flex"))
     return sides
+
+
+def bf16_eval_sides(args):
+    """The PyTorch bf16 evaluation sides (PyTorch 2.x under torch.autocast(bf16)): SDPA, and
+    compiled FlexAttention unless --no-flex."""
+    if not args.torch2:
+        return []
+    return ["sdpa-bf16"] + ([] if args.no_flex else ["flex-bf16"])
 
 
 def agreeing(runs, sides):
@@ -288,6 +297,10 @@ def eval_section(args, env):
             sides = torch_sides(args, "eval")
             makers = [("s", lambda: stretch_cmd(args, "eval", m, V, threads, extra))]
             makers += [(sd, lambda v=v: torch_cmd(args, "eval", m, V, threads, extra, v)) for sd, v in sides]
+            bsides = bf16_eval_sides(args)
+            if args.bf16:
+                makers.append(("b", lambda: stretch_cmd(args, "eval", m, V, threads, extra + ["--bf16"])))
+                makers += [(sd, lambda v=sd: torch_cmd(args, "eval", m, V, threads, extra, v)) for sd in bsides]
             runs = interleaved(args, makers, env)
             s_runs = runs["s"]
             s = best(s_runs)[0]
@@ -298,19 +311,50 @@ def eval_section(args, env):
             # of the program, load does not lower it).
             s_rss = min(r[0]["peak_rss_mb"] for r in s_runs)
             t_rss = min(r[0]["peak_rss_mb"] for r in t_runs)
-            rows.append((threads, T, s, dict(t, anchor=tname), s_rss, t_rss, t_rss_min, fwd_flops_per_token(m, V, T)))
+            bf = None
+            if args.bf16:
+                b = best(runs["b"])[0]
+                bt = None
+                if bsides:
+                    key = "tokens_per_cpu_s" if threads == 1 else "tokens_per_s"
+                    bname = max(bsides, key=lambda sd: best(runs[sd], key)[0][key])
+                    bt = dict(best(runs[bname], key)[0], anchor=bname)
+                bf = (b, bt)
+            rows.append((threads, T, s, dict(t, anchor=tname), s_rss, t_rss, t_rss_min, fwd_flops_per_token(m, V, T), bf))
             print(f"  eval T={T} threads={threads}: stretch {s['tokens_per_cpu_s']:.0f} torch ({tname}) "
-                  f"{t['tokens_per_cpu_s']:.0f} tokens/CPU-s, RSS {s_rss:.0f} / {t_rss:.0f} MB", file=sys.stderr)
+                  f"{t['tokens_per_cpu_s']:.0f} tokens/CPU-s, RSS {s_rss:.0f} / {t_rss:.0f} MB" +
+                  (f"; bf16 stretch {bf[0]['tokens_per_cpu_s']:.0f}" +
+                   (f" torch ({bf[1]['anchor']}) {bf[1]['tokens_per_cpu_s']:.0f}" if bf[1] else "") if bf else ""),
+                  file=sys.stderr)
     lines = ["| threads | T | stretch tok/CPU-s | anchor | anchor tok/CPU-s | **ratio (CPU)** | stretch tok/s | "
              "anchor tok/s | ratio (wall) | peak RSS stretch / anchor (MB) | **RSS ratio** | "
              "RSS ratio to the leanest PyTorch | MFU stretch (CPU) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for threads, T, s, t, s_rss, t_rss, t_rss_min, f in rows:
+    for threads, T, s, t, s_rss, t_rss, t_rss_min, f, _ in rows:
         lines.append(f"| {threads} | {T} | {fmt(s['tokens_per_cpu_s'])} | {t['anchor']} | {fmt(t['tokens_per_cpu_s'])} | "
                      f"**{s['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | {fmt(s['tokens_per_s'])} | "
                      f"{fmt(t['tokens_per_s'])} | {s['tokens_per_s'] / t['tokens_per_s']:.2f} | "
                      f"{s_rss:,.0f} / {t_rss:,.0f} | **{s_rss / t_rss:.2f}** | {s_rss / t_rss_min:.2f} | "
                      f"{s['tokens_per_cpu_s'] * f / core_peak(args, threads):.2f} |")
+    if args.bf16:
+        lines += ["", "bf16 evaluation (stretch eval --bf16 against PyTorch 2.x under torch.autocast(bf16), "
+                  "the fastest of " + (", ".join(bf16_eval_sides(args)) or "none: no build/torch2env") + "; "
+                  "NLL drift = stretch bf16 / fp32 NLL of the same random window and weights − 1):", "",
+                  "| threads | T | stretch bf16 tok/CPU-s | stretch bf16 tok/s | bf16 / fp32 stretch (CPU) | "
+                  "bf16 anchor | anchor tok/CPU-s | anchor tok/s | **ratio (CPU)** | **ratio (wall)** | "
+                  "MFU bf16 (CPU, of the bf16 peak) | NLL drift |",
+                  "|---" * 12 + "|"]
+        for threads, T, s, t, s_rss, t_rss, t_rss_min, f, (b, bt) in rows:
+            bpeak = core_peak(args, threads, "bf16")
+            drift = b["loss"] / s["loss"] - 1 if s.get("loss") and b.get("loss") is not None else None
+            lines.append(
+                f"| {threads} | {T} | {fmt(b['tokens_per_cpu_s'])} | {fmt(b['tokens_per_s'])} | "
+                f"{b['tokens_per_cpu_s'] / s['tokens_per_cpu_s']:.2f} | " +
+                (f"{bt['anchor']} | {fmt(bt['tokens_per_cpu_s'])} | {fmt(bt['tokens_per_s'])} | "
+                 f"**{b['tokens_per_cpu_s'] / bt['tokens_per_cpu_s']:.2f}** | "
+                 f"**{b['tokens_per_s'] / bt['tokens_per_s']:.2f}** | " if bt else "n/a | n/a | n/a | n/a | n/a | ") +
+                f"{fmt_mfu(b['tokens_per_cpu_s'] * f / bpeak if bpeak else None)} | " +
+                (f"{drift:+.1e} |" if drift is not None else "n/a |"))
     return "\n".join(lines)
 
 
@@ -379,7 +423,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2, help="runs per side per configuration (A B B A ...)")
-    ap.add_argument("--bf16", action="store_true", help="training: also stretch --bf16 (a third column)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="also stretch --bf16 (training: more columns; eval: a second table), against PyTorch 2.x "
+                         "under torch.autocast(bf16)")
     ap.add_argument("--quick", action="store_true", help="small model, T 128, eval up to 2048, 1 repeat")
     ap.add_argument("--stretch-bench", default=os.path.join(ROOT, "build", "bench", "bench_model"))
     ap.add_argument("--peak-bench", default=os.path.join(ROOT, "build", "bench", "bench_peak"))

@@ -20,7 +20,22 @@
 
 #include "ops/attention.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace stretch::ops::attn {
+
+#if defined(__AVX512F__)
+// The forward's log2-unit pass (attention_exp.h, exp2_row_lazy) asks each evaluator for
+// bias2(rel0, c): a function (q, k) → c·bias_h(rel0 + 16q + lane) for the 16 lanes (k: the lanes
+// inside the row; table loads are masked by it).
+// (The masked conversion with every lane set: GCC 12's unmasked one warns -Wmaybe-uninitialized.)
+inline __m512 rel_lanes(int32_t rel) {  // rel + lane, as floats (exact below 2^24)
+  return _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_add_epi32(_mm512_set1_epi32(rel),
+                                             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)));
+}
+#endif
 
 enum class BiasEval : uint8_t { None, Linear, SymLinear, AlibiShaped, Table };
 
@@ -64,6 +79,11 @@ struct EvalNone {
     for (int jj = 0; jj < n; ++jj) s[jj] *= scale;
   }
   void grad(const float*, int, int32_t, BiasGrad&) const {}
+#if defined(__AVX512F__)
+  auto bias2(int32_t, float) const {
+    return [](int, __mmask16) { return _mm512_setzero_ps(); };
+  }
+#endif
 };
 
 // −m·(p − j) = m·rel (causal: rel ≤ 0 for every visible key).
@@ -80,6 +100,12 @@ struct EvalLinear {
     for (int jj = 0; jj < n; ++jj) sum += ds[jj] * static_cast<float>(rel0 + jj);
     acc.moment += sum;
   }
+#if defined(__AVX512F__)
+  auto bias2(int32_t rel0, float c) const {
+    const __m512 mc = _mm512_set1_ps(m * c);
+    return [=](int q, __mmask16) { return _mm512_mul_ps(mc, rel_lanes(rel0 + 16 * q)); };
+  }
+#endif
 };
 
 // −m·|p − j|.
@@ -96,6 +122,12 @@ struct EvalSymLinear {
     for (int jj = 0; jj < n; ++jj) sum += ds[jj] * std::fabs(static_cast<float>(rel0 + jj));
     acc.moment += sum;
   }
+#if defined(__AVX512F__)
+  auto bias2(int32_t rel0, float c) const {
+    const __m512 mc = _mm512_set1_ps(-m * c);
+    return [=](int q, __mmask16) { return _mm512_mul_ps(mc, _mm512_abs_ps(rel_lanes(rel0 + 16 * q))); };
+  }
+#endif
 };
 
 // −m'·f(dist) for ALiBi's log and clipped shapes (causal or symmetric: dist folded into f).
@@ -116,6 +148,13 @@ struct EvalAlibiShaped {
     for (int jj = 0; jj < n; ++jj) sum += ds[jj] * f[jj];
     acc.moment += sum;
   }
+#if defined(__AVX512F__)
+  auto bias2(int32_t rel0, float c) const {
+    const __m512 mc = _mm512_set1_ps(neg_m * c);
+    const float* f = f_at_rel0 + rel0;
+    return [=](int q, __mmask16 k) { return _mm512_mul_ps(mc, _mm512_maskz_loadu_ps(k, f + 16 * q)); };
+  }
+#endif
 };
 
 struct EvalTable {
@@ -133,6 +172,13 @@ struct EvalTable {
 #pragma omp simd
     for (int jj = 0; jj < n; ++jj) g[jj] += ds[jj];
   }
+#if defined(__AVX512F__)
+  auto bias2(int32_t rel0, float c) const {
+    const __m512 vc = _mm512_set1_ps(c);
+    const float* t = at_rel0 + rel0;
+    return [=](int q, __mmask16 k) { return _mm512_mul_ps(vc, _mm512_maskz_loadu_ps(k, t + 16 * q)); };
+  }
+#endif
 };
 
 }  // namespace stretch::ops::attn

@@ -150,4 +150,78 @@ inline float exp_row_lazy(float* s, int n, float m_old, float lazy, float* m_new
 }
 #endif
 
+// The forward's online-softmax step in log2 units, from one row of raw dot products s[0..n):
+//   x_jj = s_jj·scale2 + bias2_jj for lo ≤ jj < hi (the row's visible keys), −inf elsewhere, where
+//          scale2 = scale·log2 e and bias2 = bias·log2 e (the score times log2 e);
+//   m_new = the largest x if it exceeds m_old + lazy2, else m_old (NaN skipped);
+//   s_jj ← 2^(x_jj − m_new), flushed to 0 at or below 2^kFlush2 (≈ e^−60, as exp_row) and for NaN.
+// Returns Σ s. One pass over registers for the bias, the mask, the lazy maximum and the exp, so
+// the scores are read and written once (the natural-unit path runs the bias evaluator as its own
+// pass over the row, then exp_row_lazy); no ln 2 reduction in the exponential.
+//   exp2_row_lazy_reference: plain loops (fmaf for x, so the same x and m_new; exp2f for the
+//     exponential), the reference of the fast form (tests/ops/test_attention_exp.cpp);
+//   exp2_row_lazy (AVX-512, n ≤ 64): bias2(q, k) gives lanes 16q .. 16q+15 of bias2 (k: the
+//     lanes inside the row).
+inline constexpr float kFlush2 = -86.5f;  // 2^−86.5 = 1.1e−26; e^−60 = 8.8e−27
+
+template <class Bias2>
+inline float exp2_row_lazy_reference(float* s, int n, int lo, int hi, float scale2, const Bias2& bias2, float m_old,
+                                     float lazy2, float* m_new) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float mx = -kInf;
+  for (int jj = 0; jj < n; ++jj) {
+    s[jj] = jj >= lo && jj < hi ? std::fma(s[jj], scale2, bias2(jj)) : -kInf;
+    mx = s[jj] > mx ? s[jj] : mx;
+  }
+  const float m = mx > m_old + lazy2 ? mx : m_old;
+  *m_new = m;
+  float sum = 0.f;
+  for (int jj = 0; jj < n; ++jj) {
+    const float t = s[jj] - m;
+    s[jj] = t > kFlush2 ? std::exp2(t) : 0.f;  // 0 for NaN t (an invisible key with m = −inf: −inf − −inf)
+    sum += s[jj];
+  }
+  return sum;
+}
+
+#if defined(__AVX512F__)
+template <class Bias2>
+inline float exp2_row_lazy(float* s, int n, int lo, int hi, float scale2, const Bias2& bias2, float m_old,
+                           float lazy2, float* m_new) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512 thr = _mm512_set1_ps(m_old + lazy2);
+  const __m512 vs = _mm512_set1_ps(scale2);
+  const int nv = (n + 15) / 16;
+  __m512 x[4] = {ninf, ninf, ninf, ninf};  // x of lanes 16q .. 16q+15
+  __mmask16 k[4] = {0, 0, 0, 0};
+  __mmask16 over = 0;
+  for (int q = 0; q < 4; ++q) {
+    if (q >= nv) break;
+    const __mmask16 in = first_lanes(n - 16 * q);
+    k[q] = static_cast<__mmask16>(first_lanes(hi - 16 * q) & ~first_lanes(lo - 16 * q) & in);
+    // Lanes outside k are never read below (the compare, the maximum and the exp are masked by k).
+    x[q] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(in, s + 16 * q), vs, bias2(q, in));
+    over = static_cast<__mmask16>(over | _mm512_mask_cmp_ps_mask(k[q], x[q], thr, _CMP_GT_OQ));
+  }
+  float m = m_old;
+  if (over != 0) {
+    __m512 mx = ninf;  // max(v, mx) returns mx where v is NaN
+    for (int q = 0; q < 4; ++q)
+      if (q < nv) mx = _mm512_mask_max_ps(mx, k[q], x[q], mx);
+    m = max_lanes(mx);
+  }
+  *m_new = m;
+  const __m512 vm = _mm512_set1_ps(m), flush = _mm512_set1_ps(kFlush2);
+  __m512 acc = _mm512_setzero_ps();
+  for (int q = 0; q < 4; ++q) {
+    if (q >= nv) break;
+    const __m512 t = _mm512_sub_ps(x[q], vm);
+    const __m512 y = simd::exp2_maskz16(_mm512_mask_cmp_ps_mask(k[q], t, flush, _CMP_GT_OQ), t);
+    _mm512_mask_storeu_ps(s + 16 * q, first_lanes(n - 16 * q), y);
+    acc = _mm512_add_ps(acc, y);
+  }
+  return sum_lanes(acc);
+}
+#endif
+
 }  // namespace stretch::ops::attn

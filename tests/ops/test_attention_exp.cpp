@@ -2,8 +2,10 @@
 // exp_row's contract (s ← exp(s − sub), flushed to 0 below e^−60, NaN and −inf to 0, the sum
 // returned, nothing past n written) checked against double exp, the fast inline form (AVX-512
 // builds) against the libmvec reference form and both against double exp in ulps; exp_row_lazy
-// (the forward's one-pass online-softmax step) bitwise against its two-pass reference; and the
-// same inline exp for any argument (simd::exp_any16, the cross-entropy's) down to subnormals.
+// (the forward's one-pass online-softmax step) bitwise against its two-pass reference; the
+// forward's log2-unit step (exp2_row_lazy, simd::exp2_maskz16) against its reference and double
+// exp2; and the same inline exp for any argument (simd::exp_any16, the cross-entropy's) down to
+// subnormals.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -155,7 +157,108 @@ TEST(AttentionExp, LazyStepBitwiseAsTwoPassReference) {
   EXPECT_GT(empty, 5);
 }
 
+// The forward's log2-unit step, reference form: x = fma(s, scale2, bias2) on [lo, hi), the lazy
+// maximum, 2^(x − m) flushed at 2^kFlush2, against double exp2 (glibc's exp2f: within one float).
+TEST(AttentionExp, Log2StepReferenceAgainstDoubleExp2) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> bias(64), s(64);
+  for (int j = 0; j < 64; ++j) bias[j] = -0.25f * static_cast<float>(63 - j), s[j] = 0.5f * static_cast<float>(j % 9);
+  const auto b2 = [&](int jj) { return bias[jj]; };
+  std::vector<float> a(s);
+  float m = 0.f;
+  const float sum = exp2_row_lazy_reference(a.data(), 64, 3, 60, 1.5f, b2, -inf, 11.5f, &m);
+  float mx = -inf;
+  for (int j = 3; j < 60; ++j) mx = std::max(mx, std::fma(s[j], 1.5f, bias[j]));
+  EXPECT_EQ(m, mx) << "from −inf the reference point moves to the row maximum";
+  double want = 0.0;
+  for (int j = 0; j < 64; ++j) {
+    if (j < 3 || j >= 60) {
+      EXPECT_EQ(a[j], 0.f) << "key " << j << " is outside [lo, hi)";
+      continue;
+    }
+    const double e = std::exp2(static_cast<double>(std::fma(s[j], 1.5f, bias[j]) - m));
+    EXPECT_LE(ulps(a[j], e), 1.5) << j;  // at most one float from the rounded exp2
+    want += e;
+  }
+  EXPECT_NEAR(sum, want, 1e-6 * want);
+}
+
 #if defined(__AVX512F__)
+// 2^t (the forward's exponential in log2 units) within 1 ulp of double exp2 over the arguments
+// the pass gives it (t = x − m ≤ lazy2 = 8·log2 e; flushed at or below kFlush2), i.e. at most one
+// float from the correctly rounded value; lanes outside the mask are 0 whatever they hold.
+TEST(AttentionExp, Exp2WithinOneUlpOfDoubleExp2) {
+  const std::vector<float> xs = sampled(-87.f, 11.6f, 97);
+  ASSERT_GT(xs.size(), 1000000u);
+  double worst = 0.0;
+  for (size_t i = 0; i < xs.size(); i += 16) {
+    float in[16] = {}, out[16];
+    const size_t m = std::min<size_t>(16, xs.size() - i);
+    for (size_t j = 0; j < m; ++j) in[j] = xs[i + j];
+    _mm512_storeu_ps(out, simd::exp2_maskz16(simd::first_lanes(static_cast<int64_t>(m)), _mm512_loadu_ps(in)));
+    for (size_t j = 0; j < m; ++j) worst = std::max(worst, ulps(out[j], std::exp2(static_cast<double>(in[j]))));
+  }
+  EXPECT_LE(worst, 1.5);  // at most one float from the rounded exp2 (the polynomial: ≤ 0.94 ulp)
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  float sp[16] = {-inf, nan, inf, 0.f, -0.f, 1.f, -1.f, 10.5f, -86.f}, r[16];
+  _mm512_storeu_ps(r, simd::exp2_maskz16(0x01F8, _mm512_loadu_ps(sp)));  // lanes 3..8
+  EXPECT_EQ(r[0], 0.f);
+  EXPECT_EQ(r[1], 0.f);
+  EXPECT_EQ(r[2], 0.f);
+  EXPECT_EQ(r[3], 1.f);
+  EXPECT_EQ(r[4], 1.f);
+  EXPECT_EQ(r[5], 2.f);
+  EXPECT_EQ(r[6], 0.5f);
+  EXPECT_NEAR(r[7], std::exp2(10.5), 1.2e-7 * std::exp2(10.5));
+  EXPECT_NEAR(r[8], std::exp2(-86.0), 1.2e-7 * std::exp2(-86.0));
+  for (int j = 9; j < 16; ++j) EXPECT_EQ(r[j], 0.f);
+}
+
+// The one-pass log2 step against its reference: the same reference point (bitwise: both form x
+// by one fma), every term within one float of exp2 of the same float difference and 0 in the
+// same places, the sums within float rounding; nothing past n written.
+TEST(AttentionExp, Log2StepAsReference) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  Rng rng(12);
+  int moved = 0, kept = 0, empty = 0;
+  for (int n : {1, 5, 16, 17, 33, 48, 63, 64}) {
+    for (int trial = 0; trial < 60; ++trial) {
+      std::vector<float> row(static_cast<size_t>(n) + 4, 77.f), bias(64, 0.f);  // 4 guards
+      const float spread = trial % 3 == 0 ? 1.f : 12.f;
+      for (int j = 0; j < n; ++j) row[j] = rng.uniform(-spread, spread), bias[j] = rng.uniform(-20.f, 0.f);
+      if (trial % 5 == 1) row[trial % n] = nan;
+      if (trial % 6 == 2) bias[trial % n] = -1e30f;  // far below the flush
+      int lo = 0, hi = n;
+      if (trial % 4 == 1) lo = trial % n, hi = std::max(lo, n - trial % 7);  // a masked tile's run
+      if (trial % 9 == 3) lo = hi = n / 2;                                    // nothing visible
+      const float m_olds[] = {-inf, -3.f, 0.5f, 4.f, 40.f};
+      const float m_old = m_olds[trial % 5];
+      const float scale2 = trial % 2 ? 0.18033688f : 1.f;
+      const auto fast_bias = [&](int q, __mmask16 k) { return _mm512_maskz_loadu_ps(k, bias.data() + 16 * q); };
+      const auto ref_bias = [&](int jj) { return bias[jj]; };
+      std::vector<float> a(row), b(row);
+      float ma = 1.f, mb = 2.f;
+      const float sa = exp2_row_lazy(a.data(), n, lo, hi, scale2, fast_bias, m_old, 11.5f, &ma);
+      const float sb = exp2_row_lazy_reference(b.data(), n, lo, hi, scale2, ref_bias, m_old, 11.5f, &mb);
+      ASSERT_EQ(std::memcmp(&ma, &mb, 4), 0) << "n " << n << " trial " << trial << ": m_new " << ma << " vs " << mb;
+      for (int j = 0; j < n; ++j) {
+        if (b[j] == 0.f) {
+          ASSERT_EQ(a[j], 0.f) << "n " << n << " trial " << trial << " j " << j;
+          continue;
+        }
+        const float t = std::fma(row[j], scale2, bias[j]) - mb;
+        ASSERT_LE(ulps(a[j], std::exp2(static_cast<double>(t))), 1.5) << "n " << n << " trial " << trial << " j " << j;
+      }
+      EXPECT_NEAR(sa, sb, 2e-6 * sb + 1e-30) << "n " << n << " trial " << trial;
+      for (int j = n; j < n + 4; ++j) ASSERT_EQ(a[j], 77.f) << "wrote past n = " << n;
+      moved += ma != m_old, kept += ma == m_old && ma != -inf, empty += ma == -inf;
+    }
+  }
+  EXPECT_GT(moved, 20);
+  EXPECT_GT(kept, 20);
+  EXPECT_GT(empty, 5);
+}
+
 // The cross-entropy's form: any x ≤ 0, subnormal results included, −inf → 0, NaN → NaN.
 TEST(AttentionExp, AnyArgumentFormWithinTwoUlpsDownToSubnormals) {
   const std::vector<float> xs = sampled(-110.f, 0.f, 97);
