@@ -8,6 +8,7 @@
 #   . "$(dirname "${BASH_SOURCE[0]}")/../oracle_skip.sh"
 #   oracle_require_cmd mpirun "apt-get install openmpi-bin, i.e. bash scripts/setup.sh"
 # STRETCH_ORACLE_HIDE=mpirun,... treats the named programs as missing (tests/test_oracle_skip.py).
+# Also require_data_file (below): a missing corpus file is a failure with its path named.
 
 oracle_under_ci() {
   case "$(printf '%s' "${CI:-}" | tr '[:upper:]' '[:lower:]' | tr -d '[:space:]')" in
@@ -44,4 +45,16 @@ oracle_require_cmd() {
     *",$prog,"*) oracle_missing "$prog" "$install" "hidden by STRETCH_ORACLE_HIDE" ;;
   esac
   command -v "$prog" >/dev/null 2>&1 || oracle_missing "$prog" "$install" "not on PATH"
+}
+
+# require_data_file FILE...: returns when every FILE exists; otherwise prints which corpus file is
+# missing and how to point the tests at the corpora, and exits 1 (a failure, as the Python checks
+# report a missing corpus; the scripts would otherwise fail inside a silenced command).
+require_data_file() {
+  local f
+  for f in "$@"; do
+    [ -f "$f" ] && continue
+    echo "FAIL: $f not found [$(basename "$0")]: set STRETCH_DATA_DIR (CMake cache or environment) to the corpora folder (default ../shared/data next to the repository)" >&2
+    exit 1
+  done
 }

@@ -46,7 +46,8 @@ RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g);
 
 // Row blocks of the band products: rows r0 .. r0+m−1 of a tile only meet band columns
 // r0 .. r0+m+kBk−2, so each block computes its own [m, m + kBk − 1] slice (two micro-kernel row
-// blocks tall): ~0.6 of the flops of one [64, 127] product, the same entries where they are used.
+// blocks tall), rounded up to whole vectors (16 × 80): 0.625 of the flops of one [64, 128] product,
+// the same entries where they are used.
 inline constexpr int kRelSub = 2 * kMr;
 
 // band [mq, kBandLd] ← (Q + w)·R_bandᵀ for the tile whose band starts at distance dist_lo (row r's
@@ -56,8 +57,9 @@ inline void relkey_band(const RelKeySetup& rs, int64_t h, int mq, int nk_full, c
   const float* rt = rs.rt_head(h) + kRelPad + dist_lo;
   for (int r0 = 0; r0 < mq; r0 += kRelSub) {
     const int m = mq - r0 < kRelSub ? mq - r0 : kRelSub;
-    // Whole micro-kernel column blocks: the tail kernel is several times slower per column.
-    const int nb = (m + nk_full - 1 + kNr - 1) / kNr * kNr;
+    // Whole vectors (tile_gemm's kNr blocks, then a kLanes block): the element tail is several
+    // times slower per column. m = 16 rows need 79 columns: 80, where whole kNr blocks took 96.
+    const int nb = (m + nk_full - 1 + kLanes - 1) / kLanes * kLanes;
     tile_gemm<Init::Zero, ALayout::Rows>(m, nb, static_cast<int>(rs.d), qr + r0 * ldqr, ldqr, rt + r0, rs.ncols,
                                          band + r0 * kBandLd + r0, kBandLd);
   }

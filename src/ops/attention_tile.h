@@ -5,7 +5,8 @@
 //     (ALayout::Rows) or a[p·lda + r] (ALayout::Cols, i.e. Aᵀ stored row-major).
 //   transpose_block: one kLanes × kLanes block transposed in registers (the packs of Kᵀ, Vᵀ).
 // The micro-kernel keeps a kMr × kNr block of C in vector registers (8 × 32 floats = 16 zmm
-// with AVX-512, 6 × 16 = 12 ymm with AVX2) and streams one row of B per step: GCC's vector
+// with AVX-512, 6 × 16 = 12 ymm with AVX2; a kLanes-wide half block for the columns after the
+// last whole block, then an element tail) and streams one row of B per step: GCC's vector
 // extension lowers it to FMAs of the target ISA. Measured against dnnl_sgemm on a 64×64×64
 // tile it runs at the same speed (docs/BENCHMARKS.md), without a library call per tile.
 #pragma once
@@ -39,34 +40,35 @@ inline float a_at(const float* a, int64_t lda, int r, int p) {
 // accumulator array kept the array on the stack: 16 stores and 16 loads around every call).
 typedef float VecFU __attribute__((vector_size(kLanes * sizeof(float)), aligned(4)));
 
-template <int MR, Init I, ALayout L>
+// NV vectors per row: kNv for whole kNr-column blocks, 1 for a kLanes-column block in a tail.
+template <int MR, Init I, ALayout L, int NV = kNv>
 inline void micro_full(int k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   if (k <= 0) {  // empty product; below, the loop body runs at least once (no zero-trip path
     if constexpr (I == Init::Zero)  // keeping the accumulators in memory)
       for (int r = 0; r < MR; ++r)
-        for (int v = 0; v < kNv; ++v) *reinterpret_cast<VecFU*>(c + r * ldc + v * kLanes) = VecF{};
+        for (int v = 0; v < NV; ++v) *reinterpret_cast<VecFU*>(c + r * ldc + v * kLanes) = VecF{};
     return;
   }
-  VecF acc[MR][kNv];
+  VecF acc[MR][NV];
   for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < kNv; ++v) {
+    for (int v = 0; v < NV; ++v) {
       if constexpr (I == Init::Zero) acc[r][v] = VecF{};
       else acc[r][v] = *reinterpret_cast<const VecFU*>(c + r * ldc + v * kLanes);
     }
   int p = 0;
   do {
-    VecF bv[kNv];
-    for (int v = 0; v < kNv; ++v) bv[v] = *reinterpret_cast<const VecFU*>(b + p * ldb + v * kLanes);
+    VecF bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = *reinterpret_cast<const VecFU*>(b + p * ldb + v * kLanes);
     for (int r = 0; r < MR; ++r) {
       const float av = a_at<L>(a, lda, r, p);
-      for (int v = 0; v < kNv; ++v) acc[r][v] += av * bv[v];
+      for (int v = 0; v < NV; ++v) acc[r][v] += av * bv[v];
     }
   } while (++p < k);
   for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < kNv; ++v) *reinterpret_cast<VecFU*>(c + r * ldc + v * kLanes) = acc[r][v];
+    for (int v = 0; v < NV; ++v) *reinterpret_cast<VecFU*>(c + r * ldc + v * kLanes) = acc[r][v];
 }
 
-// The last n < kNr columns of a row block.
+// The last n < kLanes columns of a row block.
 template <int MR, Init I, ALayout L>
 inline void micro_tail(int n, int k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   float acc[MR][kNr];
@@ -86,6 +88,8 @@ template <int MR, Init I, ALayout L>
 inline void row_block(int n, int k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   int j = 0;
   for (; j + kNr <= n; j += kNr) micro_full<MR, I, L>(k, a, lda, b + j, ldb, c + j, ldc);
+  if constexpr (kNv > 1)  // a half block in registers: the element tail is several times slower per column
+    for (; j + kLanes <= n; j += kLanes) micro_full<MR, I, L, 1>(k, a, lda, b + j, ldb, c + j, ldc);
   if (j < n) micro_tail<MR, I, L>(n - j, k, a, lda, b + j, ldb, c + j, ldc);
 }
 

@@ -8,6 +8,7 @@ stretch="$1"; data="$2"
 . "$(dirname "${BASH_SOURCE[0]}")/../oracle_skip.sh"  # missing mpirun: a failure under CI=true, else exit 77
 oracle_require_cmd mpirun "apt-get install openmpi-bin, i.e. bash scripts/setup.sh"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+require_data_file "$data/ptb/ptb.valid.txt" "$data/ptb/ptb.test.txt"
 "$stretch" preprocess --only-source --trainpref "$data/ptb/ptb.valid.txt" --validpref "$data/ptb/ptb.test.txt" \
   --destdir "$work/bin" >/dev/null 2>&1
 common=("$work/bin" --arch transformer_lm_tiny --tokens-per-sample 32 --max-tokens 256

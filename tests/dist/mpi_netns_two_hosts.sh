@@ -45,6 +45,7 @@ exec ip netns exec "$nsb" /bin/sh -c "\$*"
 AGENT
 chmod +x "$work/agent.sh"
 
+require_data_file "$data/ptb/ptb.valid.txt" "$data/ptb/ptb.test.txt"
 "$stretch" preprocess --only-source --trainpref "$data/ptb/ptb.valid.txt" --validpref "$data/ptb/ptb.test.txt" \
   --destdir "$work/bin" >/dev/null 2>&1
 common=("$work/bin" --arch transformer_lm_tiny --tokens-per-sample 32 --max-tokens 256
