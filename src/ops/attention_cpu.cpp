@@ -56,14 +56,17 @@ using attn::tile_gemm;
 constexpr int kBq = 64;  // query rows per tile
 constexpr int kBk = 64;  // keys per tile (a multiple of attn::kNr)
 static_assert(kBk % attn::kNr == 0, "key tiles must be whole micro-kernel blocks");
+static_assert(kBk <= 64, "attn::exp2_row_lazy keeps a row of the tile in four registers");
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kLazy = 8.f;  // online softmax: tolerated growth of exp(s − m), e^8 ≈ 3e3
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr double kLn2 = 0.693147180559945309;
+// The forward's running max m is in log2 units on AVX-512 builds (attn::exp2_row_lazy), in
+// natural units elsewhere (attn::exp_row_lazy); lse is natural in both.
 #if defined(__AVX512F__)
-constexpr bool kLog2Pass = true;  // the forward's log2-unit row pass (forward_query_tile)
+constexpr bool kLog2Units = true;
 #else
-constexpr bool kLog2Pass = false;
+constexpr bool kLog2Units = false;
 #endif
 
 // A buffer from the tensor pool (64-byte aligned, cached between calls).
@@ -267,11 +270,12 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
   std::fill(w.o, w.o + mq * D, 0.f);
   std::fill(w.m, w.m + mq, kNegInf);
   std::fill(w.l, w.l + mq, 0.f);
-  // The log2-unit row pass (AVX-512; attention_exp.h, exp2_row_lazy): bias, mask, lazy maximum and
-  // exp in one pass over registers, m in log2 units. Its mask is the row's visible run, so key
-  // padding and the passes it does not fuse (relative keys, span mask) take the natural-unit path.
-  const bool log2_pass = kLog2Pass && !rs.on && !sm.on && g.pad == nullptr;
+  // AVX-512 (attention_exp.h, exp2_row_lazy): bias, mask, lazy maximum and exp in one pass over
+  // registers, the mask as the row's visible run. Key padding (not a run) and the terms with passes
+  // of their own (relative keys, span mask) finish the scores first, then take the same exp pass.
+  const bool fused = kLog2Units && !rs.on && !sm.on && g.pad == nullptr;
   [[maybe_unused]] const float scale2 = g.scale * kLog2e;
+  constexpr float lazy = kLog2Units ? kLazy * kLog2e : kLazy;
   // Key tiles from the diagonal backwards: with a distance penalty (ALiBi, windows) the row
   // maximum is usually met in the first tile, so later tiles rarely rescale the accumulator.
   for (int64_t kt = (j_hi - 1) / kBk; kt >= j_lo / kBk; --kt) {
@@ -293,8 +297,14 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
       // by more than kLazy, so exp(s − m) ≤ e^kLazy and l stays far from float overflow.
       const float m_old = w.m[r];
       float m_new, sum;
+      if (!fused) {
+        if (rs.on) attn::relkey_add_row(s, nk, w.band + r * kBandLd, r, kBk);
+        ev(s, nk, static_cast<int32_t>(j0 - pos), g.scale);
+        if (sm.on && !sm.after) add_reversed(s, nk, sm.m_at(h, pos - j0));
+        if (masked) mask_row(s, nk, g, b, pos, j0);
+      }
 #if defined(__AVX512F__)
-      if (log2_pass) {
+      if (fused) {
         int lo = 0, hi = nk;
         if (masked) {
           const KeyRange kr = row_keys(g, pos);
@@ -302,21 +312,19 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
           hi = static_cast<int>(std::clamp<int64_t>(kr.hi - j0, lo, nk));
         }
         sum = attn::exp2_row_lazy(s, nk, lo, hi, scale2, ev.bias2(static_cast<int32_t>(j0 - pos), kLog2e), m_old,
-                                  kLazy * kLog2e, &m_new);
-      } else
-#endif
-      {
-        if (rs.on) attn::relkey_add_row(s, nk, w.band + r * kBandLd, r, kBk);
-        ev(s, nk, static_cast<int32_t>(j0 - pos), g.scale);
-        if (sm.on && !sm.after) add_reversed(s, nk, sm.m_at(h, pos - j0));
-        if (masked) mask_row(s, nk, g, b, pos, j0);
-        sum = attn::exp_row_lazy(s, nk, m_old, kLazy, &m_new);
+                                  lazy, &m_new);
+      } else {
+        const auto no_bias = [](int, __mmask16) { return _mm512_setzero_ps(); };
+        sum = attn::exp2_row_lazy(s, nk, 0, nk, kLog2e, no_bias, m_old, lazy, &m_new);
       }
+#else
+      sum = attn::exp_row_lazy(s, nk, m_old, lazy, &m_new);
+#endif
       if (m_new == kNegInf) continue;  // nothing visible in this row yet (s zeroed)
       const float alpha = m_new == m_old ? 1.f
                           : m_old == kNegInf ? 0.f
-                          : log2_pass ? std::exp2(m_old - m_new)
-                                      : std::exp(m_old - m_new);
+                          : kLog2Units ? std::exp2(m_old - m_new)
+                                       : std::exp(m_old - m_new);
       w.l[r] = w.l[r] * alpha + sum;
       w.m[r] = m_new;
       if (alpha != 1.f) {
@@ -346,8 +354,8 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
     if (w.l[r] > 0.f) {
       const float inv = 1.f / w.l[r];
       for (int64_t d = 0; d < D; ++d) o[d] = acc[d] * inv;
-      lse[bh * g.T + i0 + r] = log2_pass ? static_cast<float>(w.m[r] * kLn2 + std::log(static_cast<double>(w.l[r])))
-                                         : w.m[r] + std::log(w.l[r]);
+      lse[bh * g.T + i0 + r] = kLog2Units ? static_cast<float>(w.m[r] * kLn2 + std::log(static_cast<double>(w.l[r])))
+                                          : w.m[r] + std::log(w.l[r]);
     } else {  // no visible key
       std::fill(o, o + D, 0.f);
       lse[bh * g.T + i0 + r] = kNegInf;

@@ -1,11 +1,15 @@
 // ops/attention_exp.h — internal to attention_cpu.cpp: the softmax exponentials of the fused
 // attention kernel, per row of one score tile.
 //   exp_row(s, n, sub):            s ← exp(s − sub), flushed below e^−60; returns Σ s
-//   exp_row_lazy(s, n, m_old, lazy, &m_new): the forward's online-softmax step for one row:
-//                                  m_new = the row max if it exceeds m_old + lazy, else m_old;
-//                                  then exp_row(s, n, m_new) (zeros when m_new = −inf)
-// Each has a reference form (exp_row_reference, exp_row_lazy_reference: plain loops, glibc's
-// vector expf) and, on AVX-512, a fast form with exp inlined; tests/ops/test_attention_exp.cpp.
+//   exp_row_lazy(s, n, m_old, lazy, &m_new): the forward's online-softmax step for one row of
+//                                  scores (builds without AVX-512): m_new = the row max if it
+//                                  exceeds m_old + lazy, else m_old; then exp_row(s, n, m_new)
+//   exp2_row_lazy(s, n, lo, hi, scale2, bias2, m_old, lazy2, &m_new): the same step in log2 units
+//                                  from raw dot products, bias and mask included (AVX-512 builds:
+//                                  every forward row)
+// exp_row and exp2_row_lazy have a reference form (exp_row_reference: glibc's vector expf;
+// exp2_row_lazy_reference: plain loops) and, on AVX-512, a fast form with the exponential
+// inlined; tests/ops/test_attention_exp.cpp.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -36,7 +40,7 @@ namespace stretch::ops::attn {
 // argument, too, becomes −60 and so 0).
 //   exp_row_reference: the libmvec form (glibc's vector expf, ≤ 4 ulp), kept as the reference
 //     of the fast form and as the path of builds without AVX-512.
-//   exp_row (AVX-512): the same contract with exp inlined (exp_vec16 below, ≤ 2 ulp): no call
+//   exp_row (AVX-512): the same contract with exp inlined (simd::exp_vec16, ≤ 2 ulp): no call
 //     into libmvec per 16 lanes, no separate clamp pass (libmvec's vector expf calls scalar
 //     expf lane by lane for out-of-range arguments, so the reference needs one).
 inline float exp_row_reference(float* s, int n, float sub) {
@@ -87,7 +91,8 @@ inline float exp_row(float* s, int n, float sub) { return exp_row_reference(s, n
 
 // The forward's step of the online softmax for one row (lazy rescaling: the reference point
 // only moves when the row's maximum exceeds it by more than `lazy`). The maximum skips NaN.
-inline float exp_row_lazy_reference(float* s, int n, float m_old, float lazy, float* m_new) {
+// (AVX-512 builds run exp2_row_lazy below instead, for every row.)
+inline float exp_row_lazy(float* s, int n, float m_old, float lazy, float* m_new) {
   float mx = -std::numeric_limits<float>::infinity();
   // `s > mx ? s : mx`, not std::max(mx, s): GCC 12 vectorises only this form of the
   // reduction (vmaxps; std::max's is left scalar).
@@ -102,62 +107,15 @@ inline float exp_row_lazy_reference(float* s, int n, float m_old, float lazy, fl
   return exp_row(s, n, m);
 }
 
-#if defined(__AVX512F__)
-// Rows of up to 64 scores in one pass over registers: "some lane > m_old + lazy" replaces the
-// row maximum (m_new = m_old then, as the maximum would give), so the maximum is reduced across
-// lanes only in the rare rows where the reference point moves; then the exp pass of exp_row
-// on the same registers (the same operations, so the same bits as exp_row).
-inline float exp_row_lazy(float* s, int n, float m_old, float lazy, float* m_new) {
-  if (n > 64) return exp_row_lazy_reference(s, n, m_old, lazy, m_new);
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  const __m512 thr = _mm512_set1_ps(m_old + lazy);
-  const int nv = (n + 15) / 16;
-  __m512 v[4] = {ninf, ninf, ninf, ninf};
-  __mmask16 k[4] = {0, 0, 0, 0};
-  __mmask16 over = 0;
-  for (int q = 0; q < 4; ++q) {
-    if (q >= nv) break;
-    k[q] = first_lanes(n - 16 * q);
-    v[q] = _mm512_mask_loadu_ps(ninf, k[q], s + 16 * q);
-    over = static_cast<__mmask16>(over | _mm512_mask_cmp_ps_mask(k[q], v[q], thr, _CMP_GT_OQ));
-  }
-  float m = m_old;
-  if (over != 0) {
-    __m512 mx = ninf;  // max(v, mx) returns mx where v is NaN
-    for (int q = 0; q < 4; ++q)
-      if (q < nv) mx = _mm512_mask_max_ps(mx, 0xFFFF, v[q], mx);
-    m = max_lanes(mx);
-  }
-  *m_new = m;
-  if (m == -std::numeric_limits<float>::infinity()) {
-    for (int q = 0; q < 4; ++q)
-      if (q < nv) _mm512_mask_storeu_ps(s + 16 * q, k[q], _mm512_setzero_ps());
-    return 0.f;
-  }
-  const __m512 vsub = _mm512_set1_ps(m);
-  __m512 acc = _mm512_setzero_ps();
-  for (int q = 0; q < 4; ++q) {
-    if (q >= nv) break;
-    const __m512 y = exp_lanes(v[q], vsub, k[q]);
-    _mm512_mask_storeu_ps(s + 16 * q, k[q], y);
-    acc = _mm512_add_ps(acc, y);
-  }
-  return sum_lanes(acc);
-}
-#else
-inline float exp_row_lazy(float* s, int n, float m_old, float lazy, float* m_new) {
-  return exp_row_lazy_reference(s, n, m_old, lazy, m_new);
-}
-#endif
-
 // The forward's online-softmax step in log2 units, from one row of raw dot products s[0..n):
 //   x_jj = s_jj·scale2 + bias2_jj for lo ≤ jj < hi (the row's visible keys), −inf elsewhere, where
 //          scale2 = scale·log2 e and bias2 = bias·log2 e (the score times log2 e);
 //   m_new = the largest x if it exceeds m_old + lazy2, else m_old (NaN skipped);
 //   s_jj ← 2^(x_jj − m_new), flushed to 0 at or below 2^kFlush2 (≈ e^−60, as exp_row) and for NaN.
 // Returns Σ s. One pass over registers for the bias, the mask, the lazy maximum and the exp, so
-// the scores are read and written once (the natural-unit path runs the bias evaluator as its own
-// pass over the row, then exp_row_lazy); no ln 2 reduction in the exponential.
+// the scores are read and written once; no ln 2 reduction in the exponential. Rows whose score
+// needs passes of its own first (relative keys, span mask, key padding) pass their finished
+// natural-unit scores with scale2 = log2 e, a zero bias and [lo, hi) = [0, n) (−inf for masked).
 //   exp2_row_lazy_reference: plain loops (fmaf for x, so the same x and m_new; exp2f for the
 //     exponential), the reference of the fast form (tests/ops/test_attention_exp.cpp);
 //   exp2_row_lazy (AVX-512, n ≤ 64): bias2(q, k) gives lanes 16q .. 16q+15 of bias2 (k: the
