@@ -29,39 +29,55 @@ void store_grad(const Var& x, Store store) {
 
 }  // namespace
 
-Var linear(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi) {
-  const int64_t in = w.shape()[1], outf = w.shape()[0];
+namespace {
+
+// linear and linear_rows: w's output rows [first, first + count) are the layer's weight.
+Var linear_of_rows(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi, int64_t first, int64_t count) {
+  const int64_t in = w.shape()[1];
   STRETCH_CHECK(x.shape()[-1] == in, "linear: input " << x.shape().str() << " vs weight " << w.shape().str());
-  ops::LinearDims d{.n = x.numel() / in, .in_features = in, .out_features = outf};
-  Var y(Tensor::empty(with_last(x.shape(), outf)));
+  STRETCH_CHECK(first >= 0 && count >= 0 && first + count <= w.shape()[0],
+                "linear: rows [" << first << ", " << first + count << ") of weight " << w.shape().str());
+  ops::LinearDims d{.n = x.numel() / in, .in_features = in, .out_features = count};
+  const int64_t offset = first * in;  // the rows' first weight (and weight-gradient) element
+  Var y(Tensor::empty(with_last(x.shape(), count)));
   const bool grad = needs_grad({&x, &w, &b});
   // bf16 training: round the input and the weight once for the three GEMMs (forward, dinp, dW).
   Tensor x16, w16;
   ops::LinearBf16 pre;
-  if (grad && ops::matmul_precision() == ops::GemmPrecision::Bf16 && d.n > 0 && in > 0 && outf > 0) {
+  if (grad && ops::matmul_precision() == ops::GemmPrecision::Bf16 && d.n > 0 && in > 0 && count > 0) {
     x16 = Tensor::empty({d.n, in}, DType::BF16);
-    w16 = Tensor::empty({outf, in}, DType::BF16);
+    w16 = Tensor::empty({count, in}, DType::BF16);
     ops::round_to_bf16(reinterpret_cast<uint16_t*>(x16.bf()), x.data(), d.n, in);
-    ops::round_to_bf16(reinterpret_cast<uint16_t*>(w16.bf()), w.data(), outf, in);
+    ops::round_to_bf16(reinterpret_cast<uint16_t*>(w16.bf()), w.data() + offset, count, in);
     pre = {.inp = reinterpret_cast<const uint16_t*>(x16.bf()), .weight = reinterpret_cast<const uint16_t*>(w16.bf())};
   }
-  ops::linear_forward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, d, epi, pre);
+  ops::linear_forward(y.data(), x.data(), w.data() + offset, b.defined() ? b.data() : nullptr, d, epi, pre);
   if (grad) {
     y.set_requires_grad(true);
-    tape().push([x, w, b, y, d, epi, x16, w16, pre] {
+    tape().push([x, w, b, y, d, epi, x16, w16, pre, offset] {
       float* dy = y.grad_data();
       // ReLU backward from the output, in place: dy becomes ∂L/∂(pre-activation).
       if (epi == ops::LinearEpilogue::Relu)
         ops::activation_backward(dy, dy, y.data(), y.numel(), ops::Activation::Relu, ops::GradInit::Overwrite);
       ops::GradInit init = ops::GradInit::Accumulate;
       float* dx = x.requires_grad() ? x.grad_for(init) : nullptr;
-      ops::linear_backward(dx, w.requires_grad() ? w.grad_data() : nullptr,
-                           b.defined() && b.requires_grad() ? b.grad_data() : nullptr, dy, x.data(), w.data(), d,
-                           init, pre);
+      ops::linear_backward(dx, w.requires_grad() ? w.grad_data() + offset : nullptr,
+                           b.defined() && b.requires_grad() ? b.grad_data() : nullptr, dy, x.data(),
+                           w.data() + offset, d, init, pre);
       y.release_grad();
     });
   }
   return y;
+}
+
+}  // namespace
+
+Var linear(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi) {
+  return linear_of_rows(x, w, b, epi, 0, w.shape()[0]);
+}
+
+Var linear_rows(const Var& x, const Var& w, int64_t first, int64_t count) {
+  return linear_of_rows(x, w, Var(), ops::LinearEpilogue::None, first, count);
 }
 
 Var layer_norm(const Var& x, const Var& w, const Var& b, float eps) {

@@ -19,6 +19,10 @@ namespace stretch::autograd {
 // y [.., O] = epi(x [.., I] · w [O, I]ᵀ + b [O])   (b may be undefined; epi Relu: the FFN's
 // fc1 + ReLU in one op, which keeps only its output for backward)
 Var linear(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi = ops::LinearEpilogue::None);
+// y [.., count] = x [.., I] · w[first : first + count]ᵀ (w [O, I], no bias): a linear layer that
+// is some of w's output rows (Transformer-XL's qkv_net: q from the segment's rows only, k and v
+// from [memory ‖ segment]); the gradient goes to those rows of w's gradient.
+Var linear_rows(const Var& x, const Var& w, int64_t first, int64_t count);
 // y [.., C] = LayerNorm(x [.., C]) · w [C] + b [C]
 Var layer_norm(const Var& x, const Var& w, const Var& b, float eps = 1e-5f);
 Var activation(const Var& x, ops::Activation act);

@@ -47,7 +47,6 @@ using attn::ALayout;
 using attn::BiasEval;
 using attn::BiasSetup;
 using attn::Init;
-using attn::kBandLd;
 using attn::kRelPad;
 using attn::RelKeySetup;
 using attn::SpanMaskSetup;
@@ -206,7 +205,7 @@ struct FwdScratch {
   float* z;  // [kBk] dropout factors of one row
   float* qc;    // [kBq, D] q + u (relative-key term with u)
   float* qr;    // [kBq, D] q + w (relative-key term with w)
-  float* band;  // [kBq, kBandLd] (q + w)·R over the tile's distances
+  float* band;  // [kBq, band_ld] (q + w)·R over the distances of the query tile's key tiles
   uint16_t* qb = nullptr;  // bf16 path: [kBq, dp2] the query tile in bf16
   uint16_t* pb = nullptr;  // bf16 path: [kBq, kBk] P∘Z in bf16 (columns ≥ nk zero)
 };
@@ -274,11 +273,17 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
   // registers, the mask as the row's visible run. Key padding (not a run) and the terms with passes
   // of their own (relative keys, span mask) finish the scores first, then take the same exp pass.
   const bool fused = kLog2Units && !rs.on && !sm.on && g.pad == nullptr;
+  // The key tiles visited, kt_last down to kt_first; the relative-key band of all of them in one
+  // product (keys kt_first·kBk .. j_end − 1).
+  const int64_t kt_first = j_lo / kBk, kt_last = (j_hi - 1) / kBk, j_end = (kt_last + 1) * kBk;
+  const int64_t ld_band = attn::band_ld(kBq, g.s_pad);
+  if (rs.on && kt_last >= kt_first)
+    attn::relkey_band(rs, h, mq, j_end - kt_first * kBk, Qr, ldqr, p0 - j_end + 1, w.band, ld_band);
   [[maybe_unused]] const float scale2 = g.scale * kLog2e;
   constexpr float lazy = kLog2Units ? kLazy * kLog2e : kLazy;
   // Key tiles from the diagonal backwards: with a distance penalty (ALiBi, windows) the row
   // maximum is usually met in the first tile, so later tiles rarely rescale the accumulator.
-  for (int64_t kt = (j_hi - 1) / kBk; kt >= j_lo / kBk; --kt) {
+  for (int64_t kt = kt_last; kt >= kt_first; --kt) {
     const int64_t j0 = kt * kBk;
     const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
     const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
@@ -289,7 +294,6 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
     else
 #endif
       tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Qc, ldqc, Kt + kt * D * kBk, kBk, w.s, kBk);
-    if (rs.on) attn::relkey_band(rs, h, mq, kBk, Qr, ldqr, p0 - j0 - (kBk - 1), w.band);
     for (int r = 0; r < mq; ++r) {
       float* s = w.s + r * kBk;
       const int64_t pos = p0 + r;
@@ -298,7 +302,7 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
       const float m_old = w.m[r];
       float m_new, sum;
       if (!fused) {
-        if (rs.on) attn::relkey_add_row(s, nk, w.band + r * kBandLd, r, kBk);
+        if (rs.on) attn::relkey_add_row(s, nk, w.band + r * ld_band, r, j_end - j0);
         ev(s, nk, static_cast<int32_t>(j0 - pos), g.scale);
         if (sm.on && !sm.after) add_reversed(s, nk, sm.m_at(h, pos - j0));
         if (masked) mask_row(s, nk, g, b, pos, j0);
@@ -417,7 +421,7 @@ void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const
   padded_tiles(pad_tile.data(), g);
 
   const int nthr = omp_get_max_threads();
-  const size_t rel = rs.on ? static_cast<size_t>(2 * kBq * D + kBq * kBandLd) : 0;
+  const size_t rel = rs.on ? static_cast<size_t>(2 * kBq * D + kBq * attn::band_ld(kBq, g.s_pad)) : 0;
   const size_t per = static_cast<size_t>(kBq * kBk + kBq * D + 2 * kBq + kBk) + rel;
   PoolArray<float> scratch(per * nthr);
   PoolArray<uint16_t> scratch16(per16 * nthr);
@@ -460,10 +464,10 @@ struct BwdScratch {
   // Relative-key term (null without it):
   float* qc = nullptr;     // [T, D] q + u of the current head
   float* qr = nullptr;     // [T, D] q + w
-  float* band = nullptr;   // [kBq, kBandLd] (q + w)·R over the tile's distances
-  float* gband = nullptr;  // [kBq, kBandLd] scale·dS scattered by distance
+  float* band = nullptr;   // [kBq, band_ld] (q + w)·R over the distances of a query tile's key tiles
+  float* gband = nullptr;  // [kBq, band_ld] scale·dS scattered by distance
   float* gdist = nullptr;  // [ncols] Σ scale·dS per distance (dw)
-  float* ccol = nullptr;   // [kBk] Σ_i scale·dS_ij of one key tile (du)
+  float* ccol = nullptr;   // [s_pad] Σ_i scale·dS_ij per key (du)
   // The bf16 path (null without it); there dk and dv hold dKᵀ, dVᵀ [D, kBk]:
   uint16_t* qb = nullptr;   // [T, dp2] the head's q in bf16 (A of S = Q·Kᵀ)
   uint16_t* dob = nullptr;  // [T, dp2] dout in bf16 (A of dP = dO·Vᵀ)
@@ -559,7 +563,8 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
     add_row_bias(w.qc + r_lo * D, Q + r_lo * ldq, ldq, rows, D, rs.u + h * D), Qc = w.qc, ldqc = D;
   if (rs.has_w)
     add_row_bias(w.qr + r_lo * D, Q + r_lo * ldq, ldq, rows, D, rs.w + h * D), Qr = w.qr, ldqr = D;
-  float* dR = rs.learn_r ? part.dr.data() + bh * rs.ncols * D : nullptr;  // [ncols, D]
+  float* dR = rs.learn_r ? part.dr.get() + bh * rs.ncols * D : nullptr;  // [ncols, D]
+  if (dR != nullptr) std::fill_n(dR, rs.ncols * D, 0.f);
   double* dU = rs.learn_u ? part.du.data() + bh * D : nullptr;
   if (rs.learn_w) std::fill(w.gdist, w.gdist + rs.ncols, 0.f);
   [[maybe_unused]] const int64_t tp2 = (T + 1) / 2 * 2;
@@ -575,7 +580,170 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
   }
 #endif
 
-  for (int64_t kt = kt_lo; kt < kt_hi; ++kt) {
+  // The relative-key band of the current query tile (the query-outer order below): band and G
+  // [kBq, ld_band] by distance from dist_lo = p0 − j_end + 1 over its key tiles' keys.
+  const int64_t ld_band = attn::band_ld(kBq, g.s_pad);
+  int64_t j_end = 0;
+
+  // One (key tile, query tile) pair: S and dP, the row work, then dV += (P∘Z)ᵀ·dO and
+  // dK += (scale·dS)ᵀ·Q into dk_acc / dv_acc (row stride ld_acc; transposed [D, kBk] on the bf16
+  // path) and dQ += (scale·dS)·K. With the relative-key term the rows also read the query tile's
+  // band and scatter scale·dS into its G, and ccol[j − j0] sums scale·dS over the rows (du).
+  auto pair = [&](int64_t kt, int64_t qt, float* dk_acc, float* dv_acc, int64_t ld_acc, float* ccol) {
+    const int64_t j0 = kt * kBk, i0 = qt * kBq;
+    const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
+    const int mq = static_cast<int>(std::min<int64_t>(kBq, T - i0));
+    const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
+    const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
+#if STRETCH_ATTN_BF16
+    if constexpr (Bf) {
+      const int64_t at = (bh * g.n_kt + kt) * bp.d_tile();
+      attn::tile_gemm_bf16<Init::Zero>(mq, kBk, static_cast<int>(bp.dp2 / 2), w.qb + i0 * bp.dp2, bp.dp2,
+                                       bp.kd + at, kBk, w.s, kBk);
+      attn::tile_gemm_bf16<Init::Zero>(mq, kBk, static_cast<int>(bp.dp2 / 2), w.dob + i0 * bp.dp2, bp.dp2,
+                                       bp.vd + at, kBk, w.dp, kBk);
+    } else
+#endif
+    {
+      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Qc + i0 * ldqc, ldqc, Kt + kt * D * kBk,
+                                           kBk, w.s, kBk);
+      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), dO + i0 * ldo, ldo, Vt + kt * D * kBk,
+                                           kBk, w.dp, kBk);
+    }
+    for (int r = 0; r < mq; ++r) {
+      const int64_t i = i0 + r, pos = p0 + r;
+      float* s = w.s + r * kBk;
+      float* dp = w.dp + r * kBk;
+      const int32_t rel0 = static_cast<int32_t>(j0 - pos);
+      if (rs.on) attn::relkey_add_row(s, nk, w.band + r * ld_band, r, j_end - j0);
+      ev(s, nk, rel0, g.scale);
+      if (sm.on && !sm.after) add_reversed(s, nk, sm.m_at(h, pos - j0));
+      if (masked) mask_row(s, nk, g, b, pos, j0);
+      const float L = lse[bh * T + i] == kNegInf ? inf : lse[bh * T + i];  // empty row: P = 0
+      const float dl = delta[bh * T + i];
+      attn::exp_row(s, nk, L);  // P
+      const bool after_mask = sm.on && sm.after;
+      if (g.dropout.p > 0.f || after_mask) {
+        if (g.dropout.p > 0.f) dropout_row(w.z, nk, g, bh, i, j0);
+        else std::fill(w.z, w.z + nk, 1.f);
+        if (after_mask) {  // Z ← Z·m; ∂L/∂z_h += Σ P·Z·(dO·v)·∂m/∂z (delta = dO·out unchanged)
+          const float* mt = sm.m_at(h, pos - j0);
+          const float* dt = sm.dz_at(h, pos - j0);
+          float acc = 0.f;
+          for (int jj = 0; jj < nk; ++jj) {
+            acc += s[jj] * dp[jj] * w.z[jj] * dt[-jj];
+            w.z[jj] *= mt[-jj];
+          }
+          if (sm.learn) dz_part[bh] += acc;
+        }
+#pragma omp simd
+        for (int jj = 0; jj < nk; ++jj) {
+          dp[jj] = s[jj] * (dp[jj] * w.z[jj] - dl);
+          s[jj] *= w.z[jj];
+        }
+      } else {
+#pragma omp simd
+        for (int jj = 0; jj < nk; ++jj) dp[jj] = s[jj] * (dp[jj] - dl);
+      }
+      if (sm.learn && !sm.after) {  // score += log m: ∂L/∂z_h += Σ dS·(∂m/∂z)/m
+        const float* dt = sm.dz_at(h, pos - j0);
+        float acc = 0.f;
+        for (int jj = 0; jj < nk; ++jj) acc += dp[jj] * dt[-jj];
+        dz_part[bh] += acc;
+      }
+      if (learn) ev.grad(dp, nk, rel0, w.grad);
+#pragma omp simd
+      for (int jj = 0; jj < nk; ++jj) dp[jj] *= g.scale;
+      if (rs.on) attn::relkey_scatter_row(w.gband + r * ld_band, dp, nk, r, j_end - j0);
+      if (ccol != nullptr)
+#pragma omp simd
+        for (int jj = 0; jj < nk; ++jj) ccol[jj] += dp[jj];
+    }
+#if STRETCH_ATTN_BF16
+    if constexpr (Bf) {  // dVᵀ += dOᵀ·(P∘Z), dKᵀ += Qᵀ·(scale·dS), dQ += (scale·dS)·K
+      const int q2 = (mq + 1) / 2;
+      if (do_kv) {
+        attn::pack_row_pairs(w.pp, kBk, w.s, kBk, mq, nk);
+        attn::pack_row_pairs(w.dsp, kBk, w.dp, kBk, mq, nk);
+        attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.dot + i0, tp2, w.pp, kBk, dv_acc,
+                                               kBk);
+        attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.qt + i0, tp2, w.dsp, kBk, dk_acc,
+                                               kBk);
+      }
+      if (do_q) {
+        attn::to_bf16_rows(w.dsb, kBk, w.dp, kBk, mq, nk);
+        attn::tile_gemm_bf16<Init::Accumulate>(mq, static_cast<int>(D), (nk + 1) / 2, w.dsb, kBk,
+                                               bp.kj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, dQ + i0 * ldq,
+                                               ldq);
+      }
+      return;
+    }
+#endif
+    if (do_kv) {
+      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.s, kBk, dO + i0 * ldo, ldo, dv_acc,
+                                                 ld_acc);
+      tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.dp, kBk, Qc + i0 * ldqc, ldqc,
+                                                 dk_acc, ld_acc);
+    }
+    if (do_q)
+      tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * ldk, ldk,
+                                                 dQ + i0 * ldq, ldq);
+  };
+
+  if (rs.on) {
+    // Query tiles outer (the head schedule only: split_allowed): each query tile's band over all
+    // its key tiles is computed once, and its G is complete before the band's backward products,
+    // which are then as deep as the tile's keys. dK and dV accumulate in place over query tiles
+    // (the same sums in the same order as the key-outer accumulators), ccol over all S keys.
+    float* dK = dk + g.k_at(bh);
+    float* dV = dv + g.k_at(bh);
+    if (overwrite)
+      for (int64_t j = 0; j < g.S; ++j) {
+        std::fill(dK + j * ldk, dK + j * ldk + D, 0.f);
+        std::fill(dV + j * ldk, dV + j * ldk + D, 0.f);
+      }
+    if (rs.learn_u) std::fill(w.ccol, w.ccol + g.s_pad, 0.f);
+    for (int64_t qt = r_lo / kBq; qt * kBq < r_hi; ++qt) {
+      const int64_t i0 = qt * kBq;
+      const int mq = static_cast<int>(std::min<int64_t>(kBq, T - i0));
+      const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
+      const int64_t kt_first = row_keys(g, p0).lo / kBk, kt_last = (row_keys(g, p1).hi - 1) / kBk;
+      if (kt_last < kt_first) continue;  // no key visible to these rows
+      j_end = (kt_last + 1) * kBk;
+      const int64_t nspan = j_end - kt_first * kBk, dist_lo = p0 - j_end + 1;
+      attn::relkey_band(rs, h, mq, nspan, Qr + i0 * ldqr, ldqr, dist_lo, w.band, ld_band);
+      for (int r = 0; r < mq; ++r) std::fill_n(w.gband + r * ld_band, mq + nspan - 1, 0.f);
+      for (int64_t kt = kt_first; kt <= kt_last; ++kt) {
+        const int64_t j0 = kt * kBk;
+        pair(kt, qt, dK + j0 * ldk, dV + j0 * ldk, ldk, rs.learn_u ? w.ccol + j0 : nullptr);
+      }
+      // the band of scale·dS against R: dQ += G·R_band, dR_band += Gᵀ(Q + w), dw via Σ_r G
+      const int64_t c0 = kRelPad + dist_lo;
+      attn::relkey_band_backward(rs, h, mq, nspan, w.gband, ld_band, Qr + i0 * ldqr, ldqr, dist_lo, dQ + i0 * ldq,
+                                 ldq, dR != nullptr ? dR + c0 * D : nullptr);
+      if (rs.learn_w)
+        for (int r = 0; r < mq; ++r) {  // row r's band entries r .. r + nspan − 1
+          const float* gr = w.gband + r * ld_band + r;
+          float* gd = w.gdist + c0 + r;
+#pragma omp simd
+          for (int64_t x = 0; x < nspan; ++x) gd[x] += gr[x];
+        }
+    }
+    if (dU != nullptr)  // du += Σ_j (Σ_i scale·dS_ij) k_j
+      for (int64_t j = 0; j < g.S; ++j)
+        for (int64_t x = 0; x < D; ++x) dU[x] += static_cast<double>(w.ccol[j]) * K[j * ldk + x];
+    if (rs.learn_w) {  // dw = Σ_dist (Σ scale·dS at dist) R[dist]
+      double* dW = part.dw.data() + bh * D;
+      const float* R = rs.rrow_head(h);
+      for (int64_t c = 0; c < rs.ncols; ++c) {
+        if (w.gdist[c] == 0.f) continue;
+        for (int64_t x = 0; x < D; ++x) dW[x] += static_cast<double>(w.gdist[c]) * R[c * D + x];
+      }
+    }
+    return;
+  }
+
+  for (int64_t kt = kt_lo; kt < kt_hi; ++kt) {  // key tiles outer
     const int64_t j0 = kt * kBk;
     const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
     const QueryRange qr = key_tile_queries(g, j0, nk);
@@ -598,128 +766,8 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
       std::fill(w.dk, w.dk + (Bf ? kBk : nk) * D, 0.f);
       std::fill(w.dv, w.dv + (Bf ? kBk : nk) * D, 0.f);
     }
-    if (rs.learn_u) std::fill(w.ccol, w.ccol + kBk, 0.f);
-    for (int64_t qt = qt_lo; qt < qt_hi; ++qt) {
-      const int64_t i0 = qt * kBq;
-      const int mq = static_cast<int>(std::min<int64_t>(kBq, T - i0));
-      const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
-      const int64_t dist_lo = p0 - j0 - (kBk - 1);
-      const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
-#if STRETCH_ATTN_BF16
-      if constexpr (Bf) {
-        const int64_t at = (bh * g.n_kt + kt) * bp.d_tile();
-        attn::tile_gemm_bf16<Init::Zero>(mq, kBk, static_cast<int>(bp.dp2 / 2), w.qb + i0 * bp.dp2, bp.dp2,
-                                         bp.kd + at, kBk, w.s, kBk);
-        attn::tile_gemm_bf16<Init::Zero>(mq, kBk, static_cast<int>(bp.dp2 / 2), w.dob + i0 * bp.dp2, bp.dp2,
-                                         bp.vd + at, kBk, w.dp, kBk);
-      } else
-#endif
-      {
-        tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Qc + i0 * ldqc, ldqc, Kt + kt * D * kBk,
-                                             kBk, w.s, kBk);
-        if (rs.on) {
-          attn::relkey_band(rs, h, mq, kBk, Qr + i0 * ldqr, ldqr, dist_lo, w.band);
-          std::fill(w.gband, w.gband + mq * kBandLd, 0.f);
-        }
-        tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), dO + i0 * ldo, ldo, Vt + kt * D * kBk,
-                                             kBk, w.dp, kBk);
-      }
-      for (int r = 0; r < mq; ++r) {
-        const int64_t i = i0 + r, pos = p0 + r;
-        float* s = w.s + r * kBk;
-        float* dp = w.dp + r * kBk;
-        const int32_t rel0 = static_cast<int32_t>(j0 - pos);
-        if (rs.on) attn::relkey_add_row(s, nk, w.band + r * kBandLd, r, kBk);
-        ev(s, nk, rel0, g.scale);
-        if (sm.on && !sm.after) add_reversed(s, nk, sm.m_at(h, pos - j0));
-        if (masked) mask_row(s, nk, g, b, pos, j0);
-        const float L = lse[bh * T + i] == kNegInf ? inf : lse[bh * T + i];  // empty row: P = 0
-        const float dl = delta[bh * T + i];
-        attn::exp_row(s, nk, L);  // P
-        const bool after_mask = sm.on && sm.after;
-        if (g.dropout.p > 0.f || after_mask) {
-          if (g.dropout.p > 0.f) dropout_row(w.z, nk, g, bh, i, j0);
-          else std::fill(w.z, w.z + nk, 1.f);
-          if (after_mask) {  // Z ← Z·m; ∂L/∂z_h += Σ P·Z·(dO·v)·∂m/∂z (delta = dO·out unchanged)
-            const float* mt = sm.m_at(h, pos - j0);
-            const float* dt = sm.dz_at(h, pos - j0);
-            float acc = 0.f;
-            for (int jj = 0; jj < nk; ++jj) {
-              acc += s[jj] * dp[jj] * w.z[jj] * dt[-jj];
-              w.z[jj] *= mt[-jj];
-            }
-            if (sm.learn) dz_part[bh] += acc;
-          }
-#pragma omp simd
-          for (int jj = 0; jj < nk; ++jj) {
-            dp[jj] = s[jj] * (dp[jj] * w.z[jj] - dl);
-            s[jj] *= w.z[jj];
-          }
-        } else {
-#pragma omp simd
-          for (int jj = 0; jj < nk; ++jj) dp[jj] = s[jj] * (dp[jj] - dl);
-        }
-        if (sm.learn && !sm.after) {  // score += log m: ∂L/∂z_h += Σ dS·(∂m/∂z)/m
-          const float* dt = sm.dz_at(h, pos - j0);
-          float acc = 0.f;
-          for (int jj = 0; jj < nk; ++jj) acc += dp[jj] * dt[-jj];
-          dz_part[bh] += acc;
-        }
-        if (learn) ev.grad(dp, nk, rel0, w.grad);
-#pragma omp simd
-        for (int jj = 0; jj < nk; ++jj) dp[jj] *= g.scale;
-        if (rs.on) attn::relkey_scatter_row(w.gband + r * kBandLd, dp, nk, r, kBk);
-        if (rs.learn_u)
-#pragma omp simd
-          for (int jj = 0; jj < nk; ++jj) w.ccol[jj] += dp[jj];
-      }
-#if STRETCH_ATTN_BF16
-      if constexpr (Bf) {  // dVᵀ += dOᵀ·(P∘Z), dKᵀ += Qᵀ·(scale·dS), dQ += (scale·dS)·K
-        const int q2 = (mq + 1) / 2;
-        if (do_kv) {
-          attn::pack_row_pairs(w.pp, kBk, w.s, kBk, mq, nk);
-          attn::pack_row_pairs(w.dsp, kBk, w.dp, kBk, mq, nk);
-          attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.dot + i0, tp2, w.pp, kBk, w.dv,
-                                                 kBk);
-          attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.qt + i0, tp2, w.dsp, kBk, w.dk,
-                                                 kBk);
-        }
-        if (do_q) {
-          attn::to_bf16_rows(w.dsb, kBk, w.dp, kBk, mq, nk);
-          attn::tile_gemm_bf16<Init::Accumulate>(mq, static_cast<int>(D), (nk + 1) / 2, w.dsb, kBk,
-                                                 bp.kj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, dQ + i0 * ldq,
-                                                 ldq);
-        }
-      } else
-#endif
-      {
-        if (do_kv) {
-          tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.s, kBk, dO + i0 * ldo, ldo, w.dv,
-                                                     D);
-          tile_gemm<Init::Accumulate, ALayout::Cols>(nk, static_cast<int>(D), mq, w.dp, kBk, Qc + i0 * ldqc, ldqc,
-                                                     w.dk, D);
-        }
-        if (do_q)
-          tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * ldk, ldk,
-                                                     dQ + i0 * ldq, ldq);
-      }
-      if (rs.on) {  // the band of scale·dS against R: dQ += G·R_band, dR_band += Gᵀ(Q + w), dw via Σ_r G
-        const int64_t c0 = kRelPad + dist_lo;
-        attn::relkey_band_backward(rs, h, mq, kBk, w.gband, Qr + i0 * ldqr, ldqr, dist_lo, dQ + i0 * ldq, ldq,
-                                   dR != nullptr ? dR + c0 * D : nullptr);
-        if (rs.learn_w)
-          for (int r = 0; r < mq; ++r) {  // row r's band entries r .. r + kBk − 1
-            const float* gr = w.gband + r * kBandLd + r;
-            float* gd = w.gdist + c0 + r;
-#pragma omp simd
-            for (int x = 0; x < kBk; ++x) gd[x] += gr[x];
-          }
-      }
-    }
+    for (int64_t qt = qt_lo; qt < qt_hi; ++qt) pair(kt, qt, w.dk, w.dv, D, nullptr);
     if (!do_kv) continue;
-    if (dU != nullptr)  // du += Σ_j (Σ_i scale·dS_ij) k_j
-      for (int jj = 0; jj < nk; ++jj)
-        for (int64_t x = 0; x < D; ++x) dU[x] += static_cast<double>(w.ccol[jj]) * K[(j0 + jj) * ldk + x];
     if (Bf) {  // from the transposed accumulators
       for (int jj = 0; jj < nk; ++jj) {
         float* dk_row = dK + jj * ldk;
@@ -746,14 +794,6 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
           dv_row[x] += sv[x];
         }
       }
-    }
-  }
-  if (rs.learn_w) {  // dw = Σ_dist (Σ scale·dS at dist) R[dist]
-    double* dW = part.dw.data() + bh * D;
-    const float* R = rs.rrow_head(h);
-    for (int64_t c = 0; c < rs.ncols; ++c) {
-      if (w.gdist[c] == 0.f) continue;
-      for (int64_t x = 0; x < D; ++x) dW[x] += static_cast<double>(w.gdist[c]) * R[c * D + x];
     }
   }
 }
@@ -849,7 +889,8 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
   const std::vector<BwdTask> tasks = backward_tasks(g, split_schedule(BH, nthr, bs, rs, sm));
   const int64_t n_tasks = static_cast<int64_t>(tasks.size());
   const size_t base_n = static_cast<size_t>(2 * kBq * kBk + 2 * kBk * D + kBk) + attn::bias_grad_floats(bs);
-  const size_t rel_n = rs.on ? static_cast<size_t>(2 * T * D + 2 * kBq * kBandLd + rs.ncols + kBk) : 0;
+  const int64_t ld_band = attn::band_ld(kBq, g.s_pad);
+  const size_t rel_n = rs.on ? static_cast<size_t>(2 * T * D + 2 * kBq * ld_band + rs.ncols + g.s_pad) : 0;
   const size_t per = base_n + rel_n;
   PoolArray<float> scratch(per * nthr);
 #pragma omp parallel num_threads(nthr)
@@ -863,8 +904,8 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
       w.qc = rb;
       w.qr = rb + T * D;
       w.band = rb + 2 * T * D;
-      w.gband = w.band + kBq * kBandLd;
-      w.gdist = w.gband + kBq * kBandLd;
+      w.gband = w.band + kBq * ld_band;
+      w.gdist = w.gband + kBq * ld_band;
       w.ccol = w.gdist + rs.ncols;
     }
     if (Bf) bwd_bf16_scratch(w, scratch16.data() + per16 * omp_get_thread_num(), g, bp);

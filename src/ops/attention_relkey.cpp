@@ -35,45 +35,55 @@ RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g) {
   rs.ncols = kRelPad + p.s + kNr;
   const RelKeyStrides st = attention_relkey_strides(p);
   const bool backward = g != nullptr;
-  rs.rt.assign(static_cast<size_t>(rs.hr * rs.d * rs.ncols), 0.f);
-  if (backward) rs.rrow.assign(rs.rt.size(), 0.f);
-  // Whether distance dist has a row of R (keys at other distances are never visible: attention_check).
-  const auto visible = [&](int64_t dist) {
-    const int64_t n = attention_relkey_row(p, dist);
-    return n >= 0 && n < rk.rows;
+  const int64_t n = rs.hr * rs.d * rs.ncols;
+  rs.rt.reset(new float[static_cast<size_t>(n)]);  // every element written below
+  if (backward) rs.rrow.reset(new float[static_cast<size_t>(n)]);
+  float* rt = rs.rt.get();
+  float* rrow = rs.rrow.get();
+  const int64_t D = rs.d, ncols = rs.ncols;
+  // R's row for distance dist (c = kRelPad + dist), or null: no row (a negative distance, padding,
+  // a distance past R's rows), where the packs hold 0 (such keys are never visible: attention_check).
+  const auto row_of = [&](int64_t c) -> const float* {
+    const int64_t dist = c - kRelPad;
+    if (dist < p.min_distance || dist >= p.s) return nullptr;
+    const int64_t row = attention_relkey_row(p, dist);
+    return row >= 0 && row < rk.rows ? rk.r + row * st.row : nullptr;
   };
-  for (int64_t h = 0; h < rs.hr; ++h) {
-    if (by_element(st)) {
-      // R's elements of one row are far apart (Adaptive Span's key_pe [D, L]: elem stride L, row
-      // stride −1): walk each element's run over the distances, which is contiguous, instead of
-      // D loads L floats apart per distance (on one L1 set when L·4 is a multiple of 4 KiB).
-      for (int64_t x = 0; x < rs.d; ++x)
-        for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
-          if (!visible(dist)) continue;
-          const float val = rk.r[attention_relkey_row(p, dist) * st.row + h * st.head + x * st.elem];
-          const int64_t c = kRelPad + dist;
-          rs.rt[(h * rs.d + x) * rs.ncols + c] = val;
-          if (backward) rs.rrow[(h * rs.ncols + c) * rs.d + x] = val;
+  if (by_element(st)) {
+    // R's elements of one row are far apart (Adaptive Span's key_pe [D, L]: elem stride L, row
+    // stride −1): walk each element's run over the distances, which is contiguous, instead of
+    // D loads L floats apart per distance (on one L1 set when L·4 is a multiple of 4 KiB).
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t h = 0; h < rs.hr; ++h)
+      for (int64_t x = 0; x < D; ++x)
+        for (int64_t c = 0; c < ncols; ++c) {
+          const float* row = row_of(c);
+          const float val = row != nullptr ? row[h * st.head + x * st.elem] : 0.f;
+          rt[(h * D + x) * ncols + c] = val;
+          if (backward) rrow[(h * ncols + c) * D + x] = val;
         }
-      continue;
-    }
-    for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
-      if (!visible(dist)) continue;
-      const float* row = rk.r + attention_relkey_row(p, dist) * st.row + h * st.head;
-      const int64_t c = kRelPad + dist;
-      for (int64_t x = 0; x < rs.d; ++x) {
-        const float val = row[x * st.elem];
-        rs.rt[(h * rs.d + x) * rs.ncols + c] = val;
-        if (backward) rs.rrow[(h * rs.ncols + c) * rs.d + x] = val;
-      }
-    }
+    return rs;
   }
+  // Row by row, in blocks of columns per thread (each block's rt entries are D runs of its width).
+  constexpr int64_t kCols = 64;
+  const int64_t blocks = (ncols + kCols - 1) / kCols;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t h = 0; h < rs.hr; ++h)
+    for (int64_t blk = 0; blk < blocks; ++blk)
+      for (int64_t c = blk * kCols; c < std::min(ncols, (blk + 1) * kCols); ++c) {
+        const float* row = row_of(c);
+        for (int64_t x = 0; x < D; ++x) {
+          const float val = row != nullptr ? row[h * st.head + x * st.elem] : 0.f;
+          rt[(h * D + x) * ncols + c] = val;
+          if (backward) rrow[(h * ncols + c) * D + x] = val;
+        }
+      }
   return rs;
 }
 
 RelKeyPartials relkey_partials(const RelKeySetup& rs, int64_t bh_count) {
   RelKeyPartials part;
-  if (rs.learn_r) part.dr.assign(static_cast<size_t>(bh_count * rs.ncols * rs.d), 0.f);
+  if (rs.learn_r) part.dr.reset(new float[static_cast<size_t>(bh_count * rs.ncols * rs.d)]);  // zeroed per task
   if (rs.learn_u) part.du.assign(static_cast<size_t>(bh_count * rs.d), 0.0);
   if (rs.learn_w) part.dw.assign(static_cast<size_t>(bh_count * rs.d), 0.0);
   return part;
@@ -95,36 +105,51 @@ void relkey_scatter_grad(const RelKeySetup& rs, const AttentionParams& p, const 
   if (!rs.learn_r) return;
   const RelKeyStrides st = attention_relkey_strides(p);
   const int64_t per_group = H / rs.hr;  // heads summed into one R (all of them when Shared)
-  // by_element: each distance's sums go to a [D, ncols] buffer first and are then added to R one
-  // element's contiguous run at a time (see relkey_setup); the same sums in the same order.
-  const bool transpose = by_element(st);
-  std::vector<double> acc(static_cast<size_t>(D));
-  std::vector<float> sums(transpose ? static_cast<size_t>(D * rs.ncols) : 0);
-  for (int64_t g = 0; g < rs.hr; ++g) {
-    for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
-      const int64_t n = attention_relkey_row(p, dist);
-      if (n < 0 || n >= p.relkey.rows) continue;
-      const int64_t c = kRelPad + dist;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t b = 0; b < p.b; ++b)
-        for (int64_t k = 0; k < per_group; ++k) {
-          const int64_t bh = b * H + g * per_group + k;
-          const float* src = part.dr.data() + (bh * rs.ncols + c) * D;
-          for (int64_t x = 0; x < D; ++x) acc[x] += src[x];
-        }
-      if (transpose) {
-        for (int64_t x = 0; x < D; ++x) sums[x * rs.ncols + c] = static_cast<float>(acc[x]);
-        continue;
+  const int64_t ncols = rs.ncols;
+  const auto row_of = [&](int64_t dist) {
+    const int64_t n = attention_relkey_row(p, dist);
+    return n >= 0 && n < p.relkey.rows ? n : int64_t{-1};
+  };
+  // Each distance's sum over (b, head of the group), in double, in parallel over distances; then
+  // added to R's rows in distance order (clamped distances share a row), element-run by element
+  // run when R's elements lie farther apart than its rows (see relkey_setup).
+  std::vector<float> sums(static_cast<size_t>(rs.hr * ncols * D));
+#pragma omp parallel
+  {
+    std::vector<double> acc(static_cast<size_t>(D));
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t g = 0; g < rs.hr; ++g)
+      for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
+        if (row_of(dist) < 0) continue;
+        const int64_t c = kRelPad + dist;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t b = 0; b < p.b; ++b)
+          for (int64_t k = 0; k < per_group; ++k) {
+            const int64_t bh = b * H + g * per_group + k;
+            const float* src = part.dr.get() + (bh * ncols + c) * D;
+            for (int64_t x = 0; x < D; ++x) acc[x] += src[x];
+          }
+        float* out = sums.data() + (g * ncols + c) * D;
+        for (int64_t x = 0; x < D; ++x) out[x] = static_cast<float>(acc[x]);
       }
-      float* dst = extra.drel_r + n * st.row + g * st.head;
-      for (int64_t x = 0; x < D; ++x) dst[x * st.elem] += static_cast<float>(acc[x]);
+  }
+  const bool transpose = by_element(st);
+  for (int64_t g = 0; g < rs.hr; ++g) {
+    if (!transpose) {
+      for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
+        const int64_t n = row_of(dist);
+        if (n < 0) continue;
+        const float* sum = sums.data() + (g * ncols + kRelPad + dist) * D;
+        float* dst = extra.drel_r + n * st.row + g * st.head;
+        for (int64_t x = 0; x < D; ++x) dst[x * st.elem] += sum[x];
+      }
+      continue;
     }
-    if (!transpose) continue;
     for (int64_t x = 0; x < D; ++x)
       for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
-        const int64_t n = attention_relkey_row(p, dist);
-        if (n < 0 || n >= p.relkey.rows) continue;
-        extra.drel_r[n * st.row + g * st.head + x * st.elem] += sums[x * rs.ncols + kRelPad + dist];
+        const int64_t n = row_of(dist);
+        if (n < 0) continue;
+        extra.drel_r[n * st.row + g * st.head + x * st.elem] += sums[(g * ncols + kRelPad + dist) * D + x];
       }
   }
 }

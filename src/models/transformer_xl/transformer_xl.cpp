@@ -181,7 +181,7 @@ Var TransformerXL::features(const Tensor& src, const ForwardOptions& opt) {
     fail_usage("--update-freq " + std::to_string(opt.micro + 1) + ": at most " + std::to_string(kMaxMicro) +
                    " micro-batches per update have distinct dropout masks",
                "use --update-freq <= " + std::to_string(kMaxMicro));
-  const int64_t B = src.dim(0), T = src.dim(1), C = c.d_model;
+  const int64_t B = src.dim(0), T = src.dim(1), C = c.d_model, HD = c.inner_dim();
   HiddenMemory* memory = nullptr;
   std::unique_ptr<HiddenMemory> call_memory;  // HF: a call without a state still starts from zeros
   if (opt.state) {
@@ -210,11 +210,13 @@ Var TransformerXL::features(const Tensor& src, const ForwardOptions& opt) {
     const auto index = static_cast<int64_t>(l);
     if (memory && opt.state) layer_inputs.push_back(x.value().clone());
     const Var cat = M > 0 ? concat_time(memory->layer(index), x) : x;  // [B, S, C]
-    const Var qkv = L.qkv_net(cat);                                     // [B, S, 3HD]
-    const Var r = L.r_net(R);                                           // [rows, HD]
-    const Var a = xl::rel_attention(qkv, r, L.r_w_bias, L.r_r_bias,
+    // qkv_net: q for the segment's rows only (the memory's queries are never used), k and v for
+    // all S rows.
+    const Var q = autograd::linear_rows(x, L.qkv_net.weight, 0, HD);         // [B, T, HD]
+    const Var kv = autograd::linear_rows(cat, L.qkv_net.weight, HD, 2 * HD);  // [B, S, 2HD]
+    const Var r = L.r_net(R);                                                 // [rows, HD]
+    const Var a = xl::rel_attention(q, kv, r, L.r_w_bias, L.r_r_bias,
                                     {.heads = c.n_head,
-                                     .queries = T,
                                      .window = window,
                                      .dropatt = train ? c.dropatt : 0.f,
                                      .seed = opt.seed,

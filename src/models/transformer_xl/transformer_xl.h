@@ -18,8 +18,9 @@
 //   * features(src [B, T]): emb = E[src]·sqrt(C) (div_val > 1: the band's table and projection), dropout; R [rows, C] the sinusoidal embedding of
 //     distance d (position min(d, clamp_len) when clamp_len > 0), dropout once per forward, shared
 //     by the layers; per layer (post-norm, no-bias q/k/v/r/o):
-//       qkv = qkv_net([mem_l ‖ x]) [B, M+T, 3HD], r = r_net(R) [rows, HD],
-//       x = LN(x + drop(o_net(rel_attention(qkv, r, u_l, v_l))))   (rel_attention.h: the fused op)
+//       q = qkv_net_q(x) [B, T, HD], kv = qkv_net_kv([mem_l ‖ x]) [B, M+T, 2HD] (qkv_net's rows;
+//       HF also projects the memory's queries and drops them), r = r_net(R) [rows, HD],
+//       x = LN(x + drop(o_net(rel_attention(q, kv, r, u_l, v_l))))   (rel_attention.h: the fused op)
 //       x = LN(x + drop(fc2(drop(relu(fc1(x))))))
 //     then dropout; returns [B, T, C] (the last last_block_queries rows when asked).
 //   * Memory (SegmentUse::Training, mem_len > 0): HiddenMemory of the n_layer layer INPUTS,
