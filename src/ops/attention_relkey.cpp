@@ -36,8 +36,8 @@ RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g) {
   const RelKeyStrides st = attention_relkey_strides(p);
   const bool backward = g != nullptr;
   const int64_t n = rs.hr * rs.d * rs.ncols;
-  rs.rt.reset(new float[static_cast<size_t>(n)]);  // every element written below
-  if (backward) rs.rrow.reset(new float[static_cast<size_t>(n)]);
+  rs.rt = pool_floats(n);  // every element written below
+  if (backward) rs.rrow = pool_floats(n);
   float* rt = rs.rt.get();
   float* rrow = rs.rrow.get();
   const int64_t D = rs.d, ncols = rs.ncols;
@@ -83,7 +83,7 @@ RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g) {
 
 RelKeyPartials relkey_partials(const RelKeySetup& rs, int64_t bh_count) {
   RelKeyPartials part;
-  if (rs.learn_r) part.dr.reset(new float[static_cast<size_t>(bh_count * rs.ncols * rs.d)]);  // zeroed per task
+  if (rs.learn_r) part.dr = pool_floats(bh_count * rs.ncols * rs.d);  // zeroed per task
   if (rs.learn_u) part.du.assign(static_cast<size_t>(bh_count * rs.d), 0.0);
   if (rs.learn_w) part.dw.assign(static_cast<size_t>(bh_count * rs.d), 0.0);
   return part;
@@ -113,7 +113,8 @@ void relkey_scatter_grad(const RelKeySetup& rs, const AttentionParams& p, const 
   // Each distance's sum over (b, head of the group), in double, in parallel over distances; then
   // added to R's rows in distance order (clamped distances share a row), element-run by element
   // run when R's elements lie farther apart than its rows (see relkey_setup).
-  std::vector<float> sums(static_cast<size_t>(rs.hr * ncols * D));
+  const PoolFloats sum_buf = pool_floats(rs.hr * ncols * D);  // read only where written
+  float* const sums = sum_buf.get();
 #pragma omp parallel
   {
     std::vector<double> acc(static_cast<size_t>(D));
@@ -129,7 +130,7 @@ void relkey_scatter_grad(const RelKeySetup& rs, const AttentionParams& p, const 
             const float* src = part.dr.get() + (bh * ncols + c) * D;
             for (int64_t x = 0; x < D; ++x) acc[x] += src[x];
           }
-        float* out = sums.data() + (g * ncols + c) * D;
+        float* out = sums + (g * ncols + c) * D;
         for (int64_t x = 0; x < D; ++x) out[x] = static_cast<float>(acc[x]);
       }
   }
@@ -139,7 +140,7 @@ void relkey_scatter_grad(const RelKeySetup& rs, const AttentionParams& p, const 
       for (int64_t dist = p.min_distance; dist < p.s; ++dist) {
         const int64_t n = row_of(dist);
         if (n < 0) continue;
-        const float* sum = sums.data() + (g * ncols + kRelPad + dist) * D;
+        const float* sum = sums + (g * ncols + kRelPad + dist) * D;
         float* dst = extra.drel_r + n * st.row + g * st.head;
         for (int64_t x = 0; x < D; ++x) dst[x * st.elem] += sum[x];
       }

@@ -5,6 +5,7 @@
 //   dropout_add(res, x)            vs add(res, dropout(x))
 //   linear(x, w, b, Relu)          vs activation(linear(x, w, b), Relu)
 //   cross_entropy(ReuseForGradient) vs cross_entropy(Keep)
+//   linear_rows(x, w, first, count) vs linear(x, a copy of those rows of w)
 // Tolerances: the fused and composed forms do the same float operations in the same order, except
 // that a fused pass may contract a·b + c into one FMA (one rounding instead of two: ≤ 1 ulp per
 // element); those differences reach the gradients through the loss. Compared as
@@ -191,6 +192,37 @@ TEST(FusedFunctions, Bf16LinearRoundsOnceWithTheSameResult) {
     for (int64_t i = 0; i < O * I; ++i) ASSERT_EQ(w.grad().f32()[i], dw2[i]) << "dw " << i;
     for (int64_t i = 0; i < O; ++i) ASSERT_EQ(b.grad().f32()[i], db2[i]) << "db " << i;
   }
+}
+
+// Transformer-XL's q and kv projections: two linear_rows over one weight's rows [0, 4) and [4, 9)
+// against linear over separate copies of those rows. The outputs and dx agree, each copy's
+// gradient is the weight gradient's rows, and the gradient of rows no call used stays zero.
+TEST(FusedFunctions, LinearRowsIsTheLinearOfACopyOfThoseRows) {
+  const int64_t N = 37, C = 24, V = 11;
+  const Var x = random_var({N, C}, 30), w = random_var({10, C}, 31);  // row 9: used by neither
+  const Var h1 = random_var({V, 4}, 32), h2 = random_var({V, 5}, 33);
+  const Tensor tgt = targets(N, static_cast<int32_t>(V), 5);
+  const Var ya = linear_rows(x, w, 0, 4), yb = linear_rows(x, w, 4, 5);
+  tape().backward(add(head_loss(ya, h1, tgt), head_loss(yb, h2, tgt)));
+
+  const Var x2 = copy_of(x);
+  Tensor wa = Tensor::empty({4, C}), wb = Tensor::empty({5, C});
+  std::copy_n(w.data(), 4 * C, wa.f32());
+  std::copy_n(w.data() + 4 * C, 5 * C, wb.f32());
+  const Var w_a(wa, true), w_b(wb, true), h1b = copy_of(h1), h2b = copy_of(h2);
+  const Var ra = linear(x2, w_a, Var()), rb = linear(x2, w_b, Var());
+  tape().backward(add(head_loss(ra, h1b, tgt), head_loss(rb, h2b, tgt)));
+
+  expect_close(ya.value(), ra.value(), "y rows 0..3");
+  expect_close(yb.value(), rb.value(), "y rows 4..8");
+  expect_close(x.grad(), x2.grad(), "dx");
+  Tensor ga = Tensor::empty({4, C}), gb = Tensor::empty({5, C});
+  std::copy_n(w.grad().f32(), 4 * C, ga.f32());
+  std::copy_n(w.grad().f32() + 4 * C, 5 * C, gb.f32());
+  expect_close(ga, w_a.grad(), "dw rows 0..3");
+  expect_close(gb, w_b.grad(), "dw rows 4..8");
+  for (int64_t i = 9 * C; i < 10 * C; ++i) ASSERT_EQ(w.grad().f32()[i], 0.f) << "row 9 has no gradient";
+  EXPECT_THROW(linear_rows(x, w, 6, 5), std::exception) << "rows past the weight are refused";
 }
 
 }  // namespace
