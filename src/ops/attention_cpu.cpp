@@ -270,9 +270,10 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
   std::fill(w.m, w.m + mq, kNegInf);
   std::fill(w.l, w.l + mq, 0.f);
   // AVX-512 (attention_exp.h, exp2_row_lazy): bias, mask, lazy maximum and exp in one pass over
-  // registers, the mask as the row's visible run. Key padding (not a run) and the terms with passes
-  // of their own (relative keys, span mask) finish the scores first, then take the same exp pass.
-  const bool fused = kLog2Units && !rs.on && !sm.on && g.pad == nullptr;
+  // registers, the mask as the row's visible run; the relative-key band joins the bias there (a
+  // reversed load of the row's run). Key padding (not a run) and the span mask (a pass of its own)
+  // finish the scores first, then take the same exp pass.
+  const bool fused = kLog2Units && !sm.on && g.pad == nullptr;
   // The key tiles visited, kt_last down to kt_first; the relative-key band of all of them in one
   // product (keys kt_first·kBk .. j_end − 1).
   const int64_t kt_first = j_lo / kBk, kt_last = (j_hi - 1) / kBk, j_end = (kt_last + 1) * kBk;
@@ -315,8 +316,19 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
           lo = static_cast<int>(std::clamp<int64_t>(kr.lo - j0, 0, nk));
           hi = static_cast<int>(std::clamp<int64_t>(kr.hi - j0, lo, nk));
         }
-        sum = attn::exp2_row_lazy(s, nk, lo, hi, scale2, ev.bias2(static_cast<int32_t>(j0 - pos), kLog2e), m_old,
-                                  lazy, &m_new);
+        const auto bias2 = ev.bias2(static_cast<int32_t>(j0 - pos), kLog2e);
+        if (rs.on) {  // + scale·log2 e · band entry of key jj (at brow[−jj]), reversed in registers
+          const float* brow = w.band + r * ld_band + r + (j_end - j0) - 1;
+          const __m512 vs2 = _mm512_set1_ps(scale2);
+          const auto with_band = [&](int q, __mmask16 in) {
+            const __m512 run = _mm512_loadu_ps(brow - 16 * q - 15);  // keys 16q + 15 .. 16q
+            const __m512 band = __builtin_shufflevector(run, run, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+            return _mm512_fmadd_ps(band, vs2, bias2(q, in));
+          };
+          sum = attn::exp2_row_lazy(s, nk, lo, hi, scale2, with_band, m_old, lazy, &m_new);
+        } else {
+          sum = attn::exp2_row_lazy(s, nk, lo, hi, scale2, bias2, m_old, lazy, &m_new);
+        }
       } else {
         const auto no_bias = [](int, __mmask16) { return _mm512_setzero_ps(); };
         sum = attn::exp2_row_lazy(s, nk, 0, nk, kLog2e, no_bias, m_old, lazy, &m_new);
