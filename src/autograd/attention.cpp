@@ -73,6 +73,31 @@ Var alibi_slopes_var(int64_t heads, bool requires_grad) {
   return Var(t, requires_grad);
 }
 
+JointGrads joint_grads(std::initializer_list<const Var*> inputs) {
+  JointGrads g;
+  std::vector<ops::GradInit> inits;
+  for (const Var* v : inputs) {
+    ops::GradInit init = ops::GradInit::Overwrite;
+    if (v->requires_grad()) {
+      g.ptr.push_back(v->grad_for(init));
+    } else {
+      g.scratch.push_back(Tensor::empty(v->shape()));
+      g.ptr.push_back(g.scratch.back().f32());
+    }
+    inits.push_back(init);
+  }
+  g.init = inits.empty() ? ops::GradInit::Overwrite : inits[0];
+  if (std::any_of(inits.begin(), inits.end(), [&](ops::GradInit i) { return i != g.init; })) {
+    size_t i = 0;
+    for (const Var* v : inputs) {
+      if (inits[i] == ops::GradInit::Overwrite) std::fill_n(g.ptr[i], v->numel(), 0.f);
+      ++i;
+    }
+    g.init = ops::GradInit::Accumulate;
+  }
+  return g;
+}
+
 Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& in) {
   const Shape& qs = q.shape();
   const Shape& ks = k.shape();
@@ -87,32 +112,9 @@ Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& i
     out.set_requires_grad(true);
     tape().push([q, k, v, param, out, lse, p, key_padding] {
       const ops::AttentionGrads extra = bias_grads(param, p);
-      // The kernel writes every gradient it is given: scratch for inputs that need none. Fresh
-      // gradient buffers are overwritten (no zero-fill) when all three are fresh; otherwise the
-      // fresh ones are zeroed and the kernel accumulates.
-      Tensor scratch[3];
-      float* grads[3];
-      ops::GradInit inits[3];
-      const Var* in[3] = {&q, &k, &v};
-      for (int i = 0; i < 3; ++i) {
-        if (in[i]->requires_grad()) {
-          grads[i] = in[i]->grad_for(inits[i]);
-        } else {
-          scratch[i] = Tensor::empty(in[i]->shape());
-          grads[i] = scratch[i].f32();
-          inits[i] = ops::GradInit::Overwrite;
-        }
-      }
-      ops::GradInit init = ops::GradInit::Overwrite;
-      if (inits[0] != inits[1] || inits[1] != inits[2]) {
-        for (int i = 0; i < 3; ++i)
-          if (inits[i] == ops::GradInit::Overwrite) std::fill(grads[i], grads[i] + in[i]->numel(), 0.f);
-        init = ops::GradInit::Accumulate;
-      } else {
-        init = inits[0];
-      }
-      ops::attention_backward(grads[0], grads[1], grads[2], extra, out.grad_data(), q.data(), k.data(), v.data(),
-                              out.data(), lse.f32(), p, init);
+      const JointGrads g = joint_grads({&q, &k, &v});
+      ops::attention_backward(g.ptr[0], g.ptr[1], g.ptr[2], extra, out.grad_data(), q.data(), k.data(), v.data(),
+                              out.data(), lse.f32(), p, g.init);
       out.release_grad();
     });
   }

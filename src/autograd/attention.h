@@ -14,6 +14,8 @@
 // backward (memory O(T) per head); the parameter Vars are kept alive by the tape until backward.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
+#include <vector>
 
 #include "autograd/var.h"
 #include "ops/attention.h"
@@ -45,6 +47,17 @@ struct AttentionInputs {
 Var alibi_slopes_var(int64_t heads, bool requires_grad = false);
 
 Var attention(const Var& q, const Var& k, const Var& v, const AttentionInputs& in);
+
+// The gradient buffers of inputs that one kernel call writes under a single GradInit (the attention
+// op's dq, dk, dv): an input that needs no gradient gets scratch; fresh buffers are overwritten
+// (no zero-fill) when all are fresh, otherwise the fresh ones are zeroed and the kernel accumulates.
+// For backward closures (it reserves the gradients: Var::grad_for).
+struct JointGrads {
+  std::vector<float*> ptr;  // one per input, in order
+  ops::GradInit init = ops::GradInit::Overwrite;
+  std::vector<Tensor> scratch;
+};
+JointGrads joint_grads(std::initializer_list<const Var*> inputs);
 // The same attention read straight from the fused projection qkv [B, T, 3·H·D] (q, k, v blocks of
 // H·D channels per row, head h at channels h·D of each block) and written as [B, T, H·D]: no head
 // split/merge copies, one gradient buffer [B, T, 3·H·D] for the three inputs (S = T, no cache).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "autograd/attention.h"
 #include "autograd/tape.h"
 #include "core/error.h"
 #include "ops/attention.h"
@@ -41,29 +42,9 @@ Var rel_attention(const Var& q, const Var& kv, const Var& r, const Var& u, const
       if (r.requires_grad()) extra.drel_r = r.grad_data();
       if (u.requires_grad()) extra.drel_u = u.grad_data();
       if (w.requires_grad()) extra.drel_w = w.grad_data();
-      // The kernel writes every gradient it is given (scratch for an input that needs none); fresh
-      // buffers are overwritten when both are fresh, else the fresh one is zeroed and it accumulates.
-      Tensor scratch[2];
-      float* grads[2];
-      ops::GradInit inits[2];
-      const Var* in[2] = {&q, &kv};
-      for (int i = 0; i < 2; ++i) {
-        if (in[i]->requires_grad()) {
-          grads[i] = in[i]->grad_for(inits[i]);
-        } else {
-          scratch[i] = Tensor::empty(in[i]->shape());
-          grads[i] = scratch[i].f32();
-          inits[i] = ops::GradInit::Overwrite;
-        }
-      }
-      ops::GradInit init = inits[0];
-      if (inits[0] != inits[1]) {
-        for (int i = 0; i < 2; ++i)
-          if (inits[i] == ops::GradInit::Overwrite) std::fill_n(grads[i], in[i]->numel(), 0.f);
-        init = ops::GradInit::Accumulate;
-      }
-      ops::attention_backward(grads[0], grads[1], grads[1] + HD, extra, out.grad_data(), q.data(), kv.data(),
-                              kv.data() + HD, out.data(), lse.f32(), p, init);
+      const autograd::JointGrads g = autograd::joint_grads({&q, &kv});
+      ops::attention_backward(g.ptr[0], g.ptr[1], g.ptr[1] + HD, extra, out.grad_data(), q.data(), kv.data(),
+                              kv.data() + HD, out.data(), lse.f32(), p, g.init);
       out.release_grad();
     });
   }
