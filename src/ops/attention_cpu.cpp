@@ -53,6 +53,7 @@ using attn::SpanMaskSetup;
 using attn::tile_gemm;
 
 constexpr int kBq = 64;  // query rows per tile
+static_assert(kBq % attn::kLanes == 0, "the relative-key backward transposes G in kLanes-row blocks");
 constexpr int kBk = 64;  // keys per tile (a multiple of attn::kNr)
 static_assert(kBk % attn::kNr == 0, "key tiles must be whole micro-kernel blocks");
 static_assert(kBk <= 64, "attn::exp2_row_lazy keeps a row of the tile in four registers");
@@ -478,6 +479,7 @@ struct BwdScratch {
   float* qr = nullptr;     // [T, D] q + w
   float* band = nullptr;   // [kBq, band_ld] (q + w)·R over the distances of a query tile's key tiles
   float* gband = nullptr;  // [kBq, band_ld] scale·dS scattered by distance
+  float* gt = nullptr;     // [band_ld, kBq] gband transposed (dR's product)
   float* gdist = nullptr;  // [ncols] Σ scale·dS per distance (dw)
   float* ccol = nullptr;   // [s_pad] Σ_i scale·dS_ij per key (du)
   // The bf16 path (null without it); there dk and dv hold dKᵀ, dVᵀ [D, kBk]:
@@ -724,7 +726,8 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
       j_end = (kt_last + 1) * kBk;
       const int64_t nspan = j_end - kt_first * kBk, dist_lo = p0 - j_end + 1;
       attn::relkey_band(rs, h, mq, nspan, Qr + i0 * ldqr, ldqr, dist_lo, w.band, ld_band);
-      for (int r = 0; r < mq; ++r) std::fill_n(w.gband + r * ld_band, mq + nspan - 1, 0.f);
+      const int64_t width = (mq + nspan - 1 + attn::kLanes - 1) / attn::kLanes * attn::kLanes;
+      for (int r = 0; r < mq; ++r) std::fill_n(w.gband + r * ld_band, width, 0.f);
       for (int64_t kt = kt_first; kt <= kt_last; ++kt) {
         const int64_t j0 = kt * kBk;
         pair(kt, qt, dK + j0 * ldk, dV + j0 * ldk, ldk, rs.learn_u ? w.ccol + j0 : nullptr);
@@ -732,7 +735,7 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
       // the band of scale·dS against R: dQ += G·R_band, dR_band += Gᵀ(Q + w), dw via Σ_r G
       const int64_t c0 = kRelPad + dist_lo;
       attn::relkey_band_backward(rs, h, mq, nspan, w.gband, ld_band, Qr + i0 * ldqr, ldqr, dist_lo, dQ + i0 * ldq,
-                                 ldq, dR != nullptr ? dR + c0 * D : nullptr);
+                                 ldq, dR != nullptr ? dR + c0 * D : nullptr, w.gt, kBq);
       if (rs.learn_w)
         for (int r = 0; r < mq; ++r) {  // row r's band entries r .. r + nspan − 1
           const float* gr = w.gband + r * ld_band + r;
@@ -902,7 +905,7 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
   const int64_t n_tasks = static_cast<int64_t>(tasks.size());
   const size_t base_n = static_cast<size_t>(2 * kBq * kBk + 2 * kBk * D + kBk) + attn::bias_grad_floats(bs);
   const int64_t ld_band = attn::band_ld(kBq, g.s_pad);
-  const size_t rel_n = rs.on ? static_cast<size_t>(2 * T * D + 2 * kBq * ld_band + rs.ncols + g.s_pad) : 0;
+  const size_t rel_n = rs.on ? static_cast<size_t>(2 * T * D + 3 * kBq * ld_band + rs.ncols + g.s_pad) : 0;
   const size_t per = base_n + rel_n;
   PoolArray<float> scratch(per * nthr);
 #pragma omp parallel num_threads(nthr)
@@ -917,7 +920,8 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
       w.qr = rb + T * D;
       w.band = rb + 2 * T * D;
       w.gband = w.band + kBq * ld_band;
-      w.gdist = w.gband + kBq * ld_band;
+      w.gt = w.gband + kBq * ld_band;
+      w.gdist = w.gt + kBq * ld_band;
       w.ccol = w.gdist + rs.ncols;
     }
     if (Bf) bwd_bf16_scratch(w, scratch16.data() + per16 * omp_get_thread_num(), g, bp);

@@ -88,13 +88,15 @@ inline void relkey_band(const RelKeySetup& rs, int64_t h, int mq, int64_t nspan,
 }
 
 // Backward of relkey_band from G [mq, ld] (row r: scale·dS in columns r .. r + nspan − 1, zero in
-// the rest of 0 .. mq + nspan − 2): dQ [mq, D] (row stride ldq) += G·R_band by row blocks;
-// dR [.., D] (rows from the band's first distance) += Gᵀ·(Q + w) in one product over all mq rows
-// (a product over a row block would be 16 deep; the whole tile multiplies (mq − 1) zeros per
-// column, little beside nspan).
+// the rest of 0 .. mq + nspan − 2 rounded up to whole vectors): dQ [mq, D] (row stride ldq) +=
+// G·R_band by row blocks; dR [.., D] (rows from the band's first distance) += Gᵀ·(Q + w) in one
+// product over all mq rows (a product over a row block would be 16 deep; the whole tile multiplies
+// (mq − 1) zeros per column, little beside nspan), from Gᵀ transposed into gt [.., kq] first
+// (kq ≥ mq rounded up to kLanes; gt holds ld rows): read down G's columns, kq rows apart, the
+// product took ~1.4× a tile product's time. The same products in the same order either way.
 inline void relkey_band_backward(const RelKeySetup& rs, int64_t h, int mq, int64_t nspan, const float* g,
                                  int64_t ld, const float* qr, int64_t ldqr, int64_t dist_lo, float* dq, int64_t ldq,
-                                 float* dr) {
+                                 float* dr, float* gt, int kq) {
   const int64_t D = rs.d;
   const float* rrow = rs.rrow_head(h) + (kRelPad + dist_lo) * D;
   for (int r0 = 0; r0 < mq; r0 += kRelSub) {
@@ -102,9 +104,12 @@ inline void relkey_band_backward(const RelKeySetup& rs, int64_t h, int mq, int64
     tile_gemm<Init::Accumulate, ALayout::Rows>(m, static_cast<int>(D), static_cast<int>(m + nspan - 1),
                                                g + r0 * ld + r0, ld, rrow + r0 * D, D, dq + r0 * ldq, ldq);
   }
-  if (dr != nullptr)
-    tile_gemm<Init::Accumulate, ALayout::Cols>(static_cast<int>(mq + nspan - 1), static_cast<int>(D), mq, g, ld, qr,
-                                               ldqr, dr, D);
+  if (dr == nullptr) return;
+  const int width = static_cast<int>(mq + nspan - 1);
+  for (int c = 0; c < width; c += kLanes)
+    for (int r0 = 0; r0 < mq; r0 += kLanes)
+      transpose_block(gt + c * kq + r0, kq, g + r0 * ld + c, ld, mq - r0 < kLanes ? mq - r0 : kLanes);
+  tile_gemm<Init::Accumulate, ALayout::Rows>(width, static_cast<int>(D), mq, gt, kq, qr, ldqr, dr, D);
 }
 
 // s[jj] += band row r's entry for key j0 + jj, where j_end − j0 = after (column r + after − 1 − jj).
