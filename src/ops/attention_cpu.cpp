@@ -577,7 +577,7 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
     add_row_bias(w.qc + r_lo * D, Q + r_lo * ldq, ldq, rows, D, rs.u + h * D), Qc = w.qc, ldqc = D;
   if (rs.has_w)
     add_row_bias(w.qr + r_lo * D, Q + r_lo * ldq, ldq, rows, D, rs.w + h * D), Qr = w.qr, ldqr = D;
-  float* dR = rs.learn_r ? part.dr.get() + bh * rs.ncols * D : nullptr;  // [ncols, D]
+  float* dR = rs.learn_r ? part.dr.data() + bh * rs.ncols * D : nullptr;  // [ncols, D]
   if (dR != nullptr) std::fill_n(dR, rs.ncols * D, 0.f);
   double* dU = rs.learn_u ? part.du.data() + bh * D : nullptr;
   if (rs.learn_w) std::fill(w.gdist, w.gdist + rs.ncols, 0.f);

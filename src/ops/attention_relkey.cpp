@@ -36,10 +36,10 @@ RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g) {
   const RelKeyStrides st = attention_relkey_strides(p);
   const bool backward = g != nullptr;
   const int64_t n = rs.hr * rs.d * rs.ncols;
-  rs.rt = pool_floats(n);  // every element written below
-  if (backward) rs.rrow = pool_floats(n);
-  float* rt = rs.rt.get();
-  float* rrow = rs.rrow.get();
+  rs.rt = cpu::Scratch(n);  // every element written below (from the tensor pool: no fresh pages per call)
+  if (backward) rs.rrow = cpu::Scratch(n);
+  float* rt = rs.rt.data();
+  float* rrow = rs.rrow.data();
   const int64_t D = rs.d, ncols = rs.ncols;
   // R's row for distance dist (c = kRelPad + dist), or null: no row (a negative distance, padding,
   // a distance past R's rows), where the packs hold 0 (such keys are never visible: attention_check).
@@ -83,7 +83,7 @@ RelKeySetup relkey_setup(const AttentionParams& p, const AttentionGrads* g) {
 
 RelKeyPartials relkey_partials(const RelKeySetup& rs, int64_t bh_count) {
   RelKeyPartials part;
-  if (rs.learn_r) part.dr = pool_floats(bh_count * rs.ncols * rs.d);  // zeroed per task
+  if (rs.learn_r) part.dr = cpu::Scratch(bh_count * rs.ncols * rs.d);  // zeroed per task
   if (rs.learn_u) part.du.assign(static_cast<size_t>(bh_count * rs.d), 0.0);
   if (rs.learn_w) part.dw.assign(static_cast<size_t>(bh_count * rs.d), 0.0);
   return part;
@@ -113,8 +113,8 @@ void relkey_scatter_grad(const RelKeySetup& rs, const AttentionParams& p, const 
   // Each distance's sum over (b, head of the group), in double, in parallel over distances; then
   // added to R's rows in distance order (clamped distances share a row), element-run by element
   // run when R's elements lie farther apart than its rows (see relkey_setup).
-  const PoolFloats sum_buf = pool_floats(rs.hr * ncols * D);  // read only where written
-  float* const sums = sum_buf.get();
+  cpu::Scratch sum_buf(rs.hr * ncols * D);  // read only where written
+  float* const sums = sum_buf.data();
 #pragma omp parallel
   {
     std::vector<double> acc(static_cast<size_t>(D));
@@ -127,7 +127,7 @@ void relkey_scatter_grad(const RelKeySetup& rs, const AttentionParams& p, const 
         for (int64_t b = 0; b < p.b; ++b)
           for (int64_t k = 0; k < per_group; ++k) {
             const int64_t bh = b * H + g * per_group + k;
-            const float* src = part.dr.get() + (bh * ncols + c) * D;
+            const float* src = part.dr.data() + (bh * ncols + c) * D;
             for (int64_t x = 0; x < D; ++x) acc[x] += src[x];
           }
         float* out = sums + (g * ncols + c) * D;

@@ -16,28 +16,15 @@
 // outside R's rows, which no visible key has), so the band of every visited tile is in range.
 #pragma once
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "ops/attention.h"
 #include "ops/attention_tile.h"
-#include "tensor/pool.h"
+#include "ops/cpu_util.h"
 
 namespace stretch::ops::attn {
 
 inline constexpr int kRelPad = 128;  // pack columns before distance 0 (a band reaches −126)
-
-// A float buffer from the tensor pool (tensor/pool.h), movable: steps of repeated shapes reuse it
-// instead of mapping fresh pages every call.
-struct PoolFree {
-  size_t bytes = 0;
-  void operator()(float* p) const { pool_free(p, bytes); }
-};
-using PoolFloats = std::unique_ptr<float[], PoolFree>;
-inline PoolFloats pool_floats(int64_t n) {
-  const size_t bytes = static_cast<size_t>(n > 0 ? n : 1) * sizeof(float);
-  return PoolFloats(static_cast<float*>(pool_alloc(bytes)), PoolFree{bytes});
-}
 
 struct RelKeySetup {
   bool on = false;
@@ -48,10 +35,10 @@ struct RelKeySetup {
   const float* u = nullptr;       // [H, D] or null
   const float* w = nullptr;       // [H, D] or null
   int64_t ncols = 0;              // kRelPad + S + kNr (the last kNr: zero, read by padded bands)
-  PoolFloats rt;                  // [hr, D, ncols] R transposed (forward band GEMM's B operand)
-  PoolFloats rrow;                // [hr, ncols, D] R by rows (backward: dQ += G·R_band)
-  const float* rt_head(int64_t h) const { return rt.get() + (hr == 1 ? 0 : h) * d * ncols; }
-  const float* rrow_head(int64_t h) const { return rrow.get() + (hr == 1 ? 0 : h) * ncols * d; }
+  cpu::Scratch rt;                // [hr, D, ncols] R transposed (forward band GEMM's B operand)
+  cpu::Scratch rrow;              // [hr, ncols, D] R by rows (backward: dQ += G·R_band)
+  const float* rt_head(int64_t h) const { return rt.data() + (hr == 1 ? 0 : h) * d * ncols; }
+  const float* rrow_head(int64_t h) const { return rrow.data() + (hr == 1 ? 0 : h) * ncols * d; }
   bool learn() const { return learn_r || learn_u || learn_w; }
 };
 
@@ -127,7 +114,7 @@ inline void relkey_scatter_row(float* g_row, const float* ds, int nk, int r, int
 
 // Per-(b, h) gradient partials, reduced over b (and heads, when shared) in fixed order at the end.
 struct RelKeyPartials {
-  PoolFloats dr;                // [B·H, ncols, D] dR by distance column (learn_r); each (b, h)'s
+  cpu::Scratch dr;              // [B·H, ncols, D] dR by distance column (learn_r); each (b, h)'s
                                 // block zeroed by its backward task
   std::vector<double> du;       // [B·H, D]
   std::vector<double> dw;       // [B·H, D]

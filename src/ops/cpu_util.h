@@ -1,7 +1,8 @@
 // ops/cpu_util.h — helpers shared by the fast CPU kernels (internal, not part of the op API).
 // Contract:
 //  - Scratch: a float buffer from the tensor pool (tensor/pool.h), so a training step of repeated
-//    shapes makes no system allocation after its first round, even inside ops.
+//    shapes makes no system allocation after its first round, even inside ops (movable, so a
+//    per-call setup struct can own one).
 //  - reduce_rows: a column reduction over N rows whose result is bitwise the same for any thread
 //    count: rows are cut into fixed blocks of kRowBlock, each block is summed in row order, then
 //    blocks are summed in block order. Results ACCUMULATE (+=) into out.
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "tensor/pool.h"
 
@@ -22,17 +24,27 @@ constexpr int64_t kRowBlock = 32;
 
 class Scratch {
  public:
+  Scratch() = default;  // empty: data() is null
   explicit Scratch(int64_t n) : bytes_(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float)) {
     data_ = static_cast<float*>(pool_alloc(bytes_));
   }
-  ~Scratch() { pool_free(data_, bytes_); }
+  ~Scratch() {
+    if (data_ != nullptr) pool_free(data_, bytes_);
+  }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
+  Scratch(Scratch&& o) noexcept : bytes_(o.bytes_), data_(o.data_) { o.data_ = nullptr; }
+  Scratch& operator=(Scratch&& o) noexcept {
+    std::swap(bytes_, o.bytes_);
+    std::swap(data_, o.data_);
+    return *this;
+  }
   float* data() { return data_; }
+  const float* data() const { return data_; }
 
  private:
-  size_t bytes_;
-  float* data_;
+  size_t bytes_ = 0;
+  float* data_ = nullptr;
 };
 
 // out [W] += Σ_rows row_fn's contributions. row_fn(row, acc [W]) adds row `row` into acc.
