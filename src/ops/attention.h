@@ -57,9 +57,9 @@
 // Limits: S < 2^24 (relative positions are exact float integers). attention_check() throws
 // stretch::Error naming the field for any inconsistent parameter; both entry points call it.
 //
-// Implementations: attention_cpu.cpp (fast: 64×64 tiles, online softmax, causal tiles above the
-// diagonal never visited, OpenMP over (b, h, query tile) forward and (b, h) backward; bitwise
-// identical for any thread count; workspace from the tensor pool: a tile-major copy of K (and V
+// Implementations: attention_cpu.cpp + attention_cpu_backward.cpp (fast: 64×64 tiles, online
+// softmax, causal tiles above the diagonal never visited, OpenMP over (b, h, query tile) forward
+// and (b, h) backward; bitwise identical for any thread count; workspace from the tensor pool: a tile-major copy of K (and V
 // in backward), B·H·S·D floats each, plus per-thread tiles), and ref:: in
 // attention_reference.cpp (naive: materialises one [T, S] score and bias matrix at a time; a
 // double-precision overload exists for float64 gradient checks; its backward ignores out/lse

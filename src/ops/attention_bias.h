@@ -1,4 +1,4 @@
-// ops/attention_bias.h — internal to attention_cpu.cpp: the score-bias policies as the fused
+// ops/attention_bias.h — internal to the fused kernel (attention_cpu*.cpp): the score-bias policies as the fused
 // kernel sees them. Every policy is a function of (head h, rel = j − p_i) only, so the kernel
 // asks a per-head evaluator for a contiguous run of keys: `ev(s, n, rel0, scale)` turns raw
 // dot products s[0..n) of one query row into scores scale·s[jj] + bias_h(rel0 + jj).

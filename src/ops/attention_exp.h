@@ -1,4 +1,4 @@
-// ops/attention_exp.h — internal to attention_cpu.cpp: the softmax exponentials of the fused
+// ops/attention_exp.h — internal to the fused kernel (attention_cpu*.cpp): the softmax exponentials of the fused
 // attention kernel, per row of one score tile.
 //   exp_row(s, n, sub):            s ← exp(s − sub), flushed below e^−60; returns Σ s
 //   exp_row_lazy(s, n, m_old, lazy, &m_new): the forward's online-softmax step for one row of

@@ -1,4 +1,4 @@
-// ops/attention_relkey.h — internal to attention_cpu.cpp: the relative-key term
+// ops/attention_relkey.h — internal to the fused kernel (attention_cpu*.cpp): the relative-key term
 // scale·[u·k_j + (q_i + w)·R[row(p_i − j)]] of ops/attention.h, evaluated per (query tile, key tile)
 // as a band GEMM, never as a [T, S] matrix and never through a materialised rel-shift.
 //

@@ -1,4 +1,4 @@
-// ops/attention_span_mask.h — internal to attention_cpu.cpp: Adaptive Span's soft mask
+// ops/attention_span_mask.h — internal to the fused kernel (attention_cpu*.cpp): Adaptive Span's soft mask
 // m_h(d) (ops/attention.h SpanMaskOptions) as per-head tables over the distance d = p_i − j,
 // column c = d + kRelPad (the relative-key packs' convention; negative distances, all masked, read 1).
 //   AfterSoftmax:      P ← P·m before dropout and P·V (lse untouched); backward: dP = m·Z·(dO·v),

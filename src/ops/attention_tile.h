@@ -1,4 +1,4 @@
-// ops/attention_tile.h — internal to attention_cpu.cpp: the register-blocked tile product
+// ops/attention_tile.h — internal to the fused kernel (attention_cpu*.cpp): the register-blocked tile product
 // used for every matrix product inside the fused attention kernel.
 //   tile_gemm<Init, Layout>(m, n, k, a, lda, b, ldb, c, ldc):
 //     C[m, n] (= or +=) A[m, k] · B[k, n]; B and C row-major; A(r, p) is a[r·lda + p]

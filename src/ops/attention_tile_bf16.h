@@ -1,4 +1,4 @@
-// ops/attention_tile_bf16.h — internal to attention_cpu.cpp: the bf16 tile product of the fused
+// ops/attention_tile_bf16.h — internal to the fused kernel (attention_cpu*.cpp): the bf16 tile product of the fused
 // attention kernel's bf16 path (vdpbf16ps: products of bf16 pairs summed in fp32) and the
 // conversions that make its operands. Compiled only where the target has avx512_bf16
 // (STRETCH_ATTN_BF16); elsewhere the kernel runs fp32 (attention_bf16_supported() is false).

@@ -1,4 +1,4 @@
-// tests/ops/test_attention_schedule.cpp — the backward's two schedules (ops/attention_cpu.cpp): one
+// tests/ops/test_attention_schedule.cpp — the backward's two schedules (ops/attention_cpu_backward.cpp): one
 // task per (b, h), or key-tile and query-tile tasks when B·H leaves threads idle. The split one
 // recomputes P and dS per task and must sum every gradient element over the same terms in the same
 // order, so both give bitwise the same dq, dk, dv (and bias gradients), in fp32 and in bf16, for
