@@ -20,7 +20,7 @@ and read by both programs), 2 layers, C 128, 4 heads, F 512, R 32, B 4 × T 64, 
 same thread count (--threads; OMP/MKL_NUM_THREADS for PyTorch). Rounds alternate the order
 (forward, then reversed); step time = the median wpb / wps (the log interval's wall time per
 update; fairseq rounds its train_wall to whole seconds) of updates 4..N of each run's JSON log
-(--log-interval 1), and the median over rounds; peak RSS = /usr/bin/time's max RSS, median over rounds.
+(--log-interval 1), and the median over rounds; peak RSS = the process's max RSS (wait4), median over rounds.
 
 PyTorch's OpenBLAS picks its kernels by OPENBLAS_CORETYPE (bench/compare.py): before the rounds,
 fairseq runs once at S = 256 with the environment as it is, with the variable unset (when it was
@@ -88,7 +88,15 @@ def command(args, side, data, attn_span, z):
 
 
 def cpu_ns(pid):
-    """CPU time (ns) the process's threads have run so far (/proc/PID/task/*/schedstat, field 1)."""
+    """CPU time (ns) the running process's threads have used so far (/proc/PID/task/*/schedstat, field 1);
+    None once it has ended (a zombie keeps only its main thread's figure, so it is not read)."""
+    def ended():
+        try:
+            return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] in "ZX"
+        except (OSError, IndexError):
+            return True
+    if ended():
+        return None
     total = 0
     try:
         for t in os.listdir(f"/proc/{pid}/task"):
@@ -98,43 +106,47 @@ def cpu_ns(pid):
                 pass  # a thread that just ended
     except OSError:
         return None
-    return total
+    return None if ended() else total
 
 
 def run_one(args, work, name, cmd, env):
     """Runs one training; per update: wall = wpb / wps of its log line, CPU = the process's CPU time
-    between consecutive log lines (read as each line arrives; the line is flushed after the update)."""
-    log, rss = os.path.join(work, name + ".log"), os.path.join(work, name + ".rss")
-    proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss] + cmd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=env, text=True)
-    child = None
+    between log lines, read as each line arrives (the line is flushed after the update). The program is
+    this script's own child, reaped only after its output is read: its exit status gives the total CPU
+    time and peak RSS (wait4), so a program that ends before its last lines are read (a loaded host)
+    still has an end point; CPU per update is then (total − CPU at update 3's line) / (N − 3), or, when
+    even update 3's line came after the end, counted from the last line read in time (the record's
+    cpu_from_update names the update the window starts after; 0 = the whole run)."""
+    log = os.path.join(work, name + ".log")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
     rows, cpu_at = [], []
     with open(log, "w") as out:
         for line in proc.stdout:
             out.write(line)
-            if child is None:  # /usr/bin/time's child: the program itself
-                try:
-                    child = int(open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()[0])
-                except (OSError, ValueError, IndexError):
-                    pass
             if "train_inner" in line and "{" in line:
                 rows.append(json.loads(line[line.index("{"):]))
-                cpu_at.append(cpu_ns(child) if child else None)
-    rc = proc.wait()
+                cpu_at.append(cpu_ns(proc.pid))
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = rc = os.waitstatus_to_exitcode(status)
     text = open(log).read()
     if rc != 0:
         fail(f"{name} failed (exit {rc}): {' '.join(cmd)}\n{text[-3000:]}")
     # wpb / wps: the interval's wall time per update, as both programs log it (fairseq rounds train_wall to
     # whole seconds, wps to 0.1 token/s)
     walls = [float(r["wpb"]) / float(r["wps"]) for r in rows if int(r["num_updates"]) >= 4]
-    first = next((i for i, r in enumerate(rows) if int(r["num_updates"]) >= 3), None)
-    if not walls or first is None or None in cpu_at[first:]:
-        fail(f"{name}: no train_inner lines after update 3 (or no CPU times) in {log}")
-    # CPU per update over updates 4..N: (CPU at update N's line − CPU at update 3's line) / (N − 3)
-    cpu = (cpu_at[-1] - cpu_at[first]) / 1e9 / (int(rows[-1]["num_updates"]) - int(rows[first]["num_updates"]))
+    if not walls:
+        fail(f"{name}: no train_inner lines after update 3 in {log}")
+    total_ns = (usage.ru_utime + usage.ru_stime) * 1e9
+    updates = [int(r["num_updates"]) for r in rows]
+    end_ns = cpu_at[-1] if cpu_at[-1] is not None else total_ns
+    # the window: updates 4..N, from update 3's line, or from the latest line read while the program ran
+    known = [i for i, c in enumerate(cpu_at) if c is not None and updates[i] <= 3]
+    start = next((i for i, u in enumerate(updates) if u == 3 and cpu_at[i] is not None), known[-1] if known else None)
+    start_update, start_ns = (updates[start], cpu_at[start]) if start is not None else (0, 0.0)
+    cpu = (end_ns - start_ns) / 1e9 / (updates[-1] - start_update)
     last = rows[-1]
-    return {"step_s": statistics.median(walls), "cpu_step_s": cpu,
-            "peak_rss_mb": int(open(rss).read().split()[-1]) / 1024,
+    return {"step_s": statistics.median(walls), "cpu_step_s": cpu, "cpu_from_update": start_update,
+            "peak_rss_mb": usage.ru_maxrss / 1024,
             "loss": float(last["loss"]), "max_span": float(last.get("max_span", "nan"))}
 
 

@@ -36,6 +36,8 @@ def main():
                 failures.append(f"{r['run']}: attn_span {r['attn_span']} z {r['z']} span {r['span']}")
             if r["max_span"] != 64.0:  # ceil(z·L) + R = 32 + 32 in both
                 failures.append(f"{r['run']}: logged max_span {r['max_span']}, expected 64")
+            if r.get("cpu_from_update") not in (0, 1, 2, 3):  # update 3, or earlier on a loaded host
+                failures.append(f"{r['run']}: cpu_from_update {r.get('cpu_from_update')}")
             for k in ("step_s", "cpu_step_s", "peak_rss_mb"):
                 if not r[k] > 0:
                     failures.append(f"{r['run']}: {k} = {r[k]}")
