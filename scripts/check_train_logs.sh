@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # scripts/check_train_logs.sh — do two stretch binaries train to the same numbers with 2 threads?
-# The short companion of scripts/check_identity.sh (which runs everything on one thread): six
+# The short companion of scripts/check_identity.sh (which runs everything on one thread): eight
 # training runs with --log-full-precision — Transformer-XL (also with --clamp-len --same-length),
-# transformer_lm pre- and post-norm, and one head × one sequence in fp32 and --bf16 (where the
-# attention backward takes its split schedule) — and one md5 per run of every loss, gnorm and
-# valid_loss. Identical columns for REF and NEW mean the same numbers.
+# transformer_lm pre- and post-norm, ALiBi with the XL memory (--mem-len, post- and pre-norm), and
+# one head × one sequence in fp32 and --bf16 (where the attention backward takes its split
+# schedule) — and one md5 per run of every loss, gnorm and valid_loss. Identical columns for REF and NEW mean the same numbers.
 #   bash scripts/check_train_logs.sh REF_STRETCH NEW_STRETCH
 #   TOL=1e-4 bash scripts/check_train_logs.sh REF NEW   for a change that moves the last bits (a
 #     different exp, a different summation order): per run, the largest relative difference of
@@ -31,6 +31,9 @@ lm=(--arch transformer_lm --decoder-layers 2 --decoder-embed-dim 64 --decoder-at
 h1=(--arch transformer_lm --decoder-layers 2 --decoder-embed-dim 64 --decoder-attention-heads 1
     --decoder-ffn-embed-dim 256 --tokens-per-sample 256 --batch-size 1 --optimizer adam --lr 0.001 --max-update 20
     --seed 3 --dropout 0.1 --attention-dropout 0.1)
+mem=(--task truncated_bptt_lm --arch transformer_lm --pos alibi --decoder-layers 2 --decoder-embed-dim 128
+     --decoder-attention-heads 4 --decoder-ffn-embed-dim 512 --tokens-per-sample 128 --batch-size 2 --mem-len 128
+     --dropout 0.1 --attention-dropout 0.1 --optimizer adam --clip-norm 0.25 --lr 0.00025 --max-update 20 --seed 2)
 printf "%-12s %-10s %-10s %s\n" run ref new same
 for side in ref new; do
   s="$1"; [ "$side" = new ] && s="$2"
@@ -38,6 +41,8 @@ for side in ref new; do
   "$s" train data-bin/enwik8 "${xl[@]}" --clamp-len 100 --same-length "${log[@]}" > "$work/$side.xl_clamp" 2>&1
   "$s" train data-bin/ptb "${lm[@]}" "${log[@]}" > "$work/$side.lm_pre" 2>&1
   "$s" train data-bin/ptb "${lm[@]}" --post-norm "${log[@]}" > "$work/$side.lm_post" 2>&1
+  "$s" train data-bin/enwik8 "${mem[@]}" --post-norm "${log[@]}" > "$work/$side.mem_post" 2>&1
+  "$s" train data-bin/enwik8 "${mem[@]}" "${log[@]}" > "$work/$side.mem_pre" 2>&1
   "$s" train data-bin/ptb "${h1[@]}" "${log[@]}" > "$work/$side.h1" 2>&1
   "$s" train data-bin/ptb "${h1[@]}" --bf16 "${log[@]}" > "$work/$side.h1_bf16" 2>&1
 done
@@ -54,7 +59,7 @@ print("count" if len(a) != len(b) or not a else "%.2e" % max(abs(x - y) / max(ab
 }
 status=0
 [ -n "${TOL:-}" ] && printf "(TOL=%s: the last column is the largest relative difference)\n" "$TOL"
-for run in xl xl_clamp lm_pre lm_post h1 h1_bf16; do
+for run in xl xl_clamp lm_pre lm_post mem_post mem_pre h1 h1_bf16; do
   a="$(digest "$work/ref.$run")" b="$(digest "$work/new.$run")"
   [ "$(grep -c '"loss"' "$work/new.$run")" -gt 0 ] || { echo "$run: no loss logged: the run failed"; status=1; }
   if [ -n "${TOL:-}" ]; then

@@ -151,6 +151,35 @@ Var attention_qkv(const Var& qkv, int64_t heads, const AttentionInputs& in) {
   return out;
 }
 
+Var attention_q_kv(const Var& q, const Var& kv, int64_t heads, const AttentionInputs& in) {
+  const Shape& qs = q.shape();   // [B, T, H·D]
+  const Shape& ks = kv.shape();  // [B, S, 2·H·D]
+  STRETCH_CHECK(qs.rank() == 3 && ks.rank() == 3 && heads > 0 && qs[2] % heads == 0 && ks[0] == qs[0] &&
+                    ks[2] == 2 * qs[2] && qs[1] <= ks[1],
+                "attention_q_kv: q " << qs.str() << ", kv " << ks.str() << " for " << heads << " heads");
+  const int64_t B = qs[0], T = qs[1], S = ks[1], HD = qs[2], D = HD / heads;
+  ops::AttentionParams p = make_params(B, heads, T, S, D, in);
+  p.layout.q = {.batch = T * HD, .head = D, .row = HD};
+  p.layout.kv = {.batch = S * 2 * HD, .head = D, .row = 2 * HD};
+  p.layout.out = p.layout.q;
+  Var out(Tensor::empty({B, T, HD}));
+  Tensor lse = Tensor::empty({B, heads, T});
+  ops::attention_forward(out.data(), lse.f32(), q.data(), kv.data(), kv.data() + HD, p);
+  const Var param = bias_param(in);
+  if (needs_grad({&q, &kv, &param})) {
+    Tensor key_padding = in.key_padding;  // keeps p.key_padding (and param: p's bias pointers) alive until backward
+    out.set_requires_grad(true);
+    tape().push([q, kv, param, out, lse, p, key_padding, HD] {
+      const ops::AttentionGrads extra = bias_grads(param, p);
+      const JointGrads g = joint_grads({&q, &kv});
+      ops::attention_backward(g.ptr[0], g.ptr[1], g.ptr[1] + HD, extra, out.grad_data(), q.data(), kv.data(),
+                              kv.data() + HD, out.data(), lse.f32(), p, g.init);
+      out.release_grad();
+    });
+  }
+  return out;
+}
+
 Var rope(const Var& x, int64_t pos0, float base) {
   const Shape& s = x.shape();
   ops::RopeDims d{.b = s[0], .h = s[1], .t = s[2], .d = s[3], .pos0 = pos0, .base = base};

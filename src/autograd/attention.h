@@ -63,6 +63,12 @@ JointGrads joint_grads(std::initializer_list<const Var*> inputs);
 // split/merge copies, one gradient buffer [B, T, 3·H·D] for the three inputs (S = T, no cache).
 Var attention_qkv(const Var& qkv, int64_t heads, const AttentionInputs& in);
 
+// The same attention with q and kv from two projections: q [B, T, H·D] (the segment's rows), kv
+// [B, S, 2·H·D] (k then v blocks of H·D channels per row, over [memory ‖ segment]; S ≥ T, query i
+// at key S−T+i), written as [B, T, H·D]; read in place (no head split/merge copies). key_padding
+// [B, S]. Gradients flow to q, kv (every S row) and the bias parameter.
+Var attention_q_kv(const Var& q, const Var& kv, int64_t heads, const AttentionInputs& in);
+
 // Rotary embedding (rotate-half) on x [B, H, T, D] at positions pos0 .. pos0+T−1.
 Var rope(const Var& x, int64_t pos0, float base);
 

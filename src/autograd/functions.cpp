@@ -1,5 +1,7 @@
 #include "autograd/functions.h"
 
+#include <algorithm>
+
 #include "autograd/tape.h"
 #include "ops/cross_entropy_softmax.h"
 #include "ops/elementwise.h"
@@ -31,13 +33,20 @@ void store_grad(const Var& x, Store store) {
 
 namespace {
 
-// linear and linear_rows: w's output rows [first, first + count) are the layer's weight.
-Var linear_of_rows(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi, int64_t first, int64_t count) {
+// linear and linear_rows: w's (and b's) output rows [first, first + count) are the layer's weight;
+// `detached` rows at the start of each batch of x [B, R, I] get no input gradient.
+Var linear_of_rows(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi, int64_t first, int64_t count,
+                   int64_t detached = 0) {
   const int64_t in = w.shape()[1];
   STRETCH_CHECK(x.shape()[-1] == in, "linear: input " << x.shape().str() << " vs weight " << w.shape().str());
   STRETCH_CHECK(first >= 0 && count >= 0 && first + count <= w.shape()[0],
                 "linear: rows [" << first << ", " << first + count << ") of weight " << w.shape().str());
+  STRETCH_CHECK(!b.defined() || (b.shape().rank() == 1 && b.shape()[0] == w.shape()[0]),
+                "linear: bias " << b.shape().str() << " for weight " << w.shape().str());
+  STRETCH_CHECK(detached == 0 || (x.shape().rank() == 3 && detached > 0 && detached < x.shape()[1]),
+                "linear: " << detached << " detached rows of input " << x.shape().str());
   ops::LinearDims d{.n = x.numel() / in, .in_features = in, .out_features = count};
+  if (detached > 0) d.block = x.shape()[1], d.skip = detached;
   const int64_t offset = first * in;  // the rows' first weight (and weight-gradient) element
   Var y(Tensor::empty(with_last(x.shape(), count)));
   const bool grad = needs_grad({&x, &w, &b});
@@ -51,18 +60,20 @@ Var linear_of_rows(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue
     ops::round_to_bf16(reinterpret_cast<uint16_t*>(w16.bf()), w.data() + offset, count, in);
     pre = {.inp = reinterpret_cast<const uint16_t*>(x16.bf()), .weight = reinterpret_cast<const uint16_t*>(w16.bf())};
   }
-  ops::linear_forward(y.data(), x.data(), w.data() + offset, b.defined() ? b.data() : nullptr, d, epi, pre);
+  ops::linear_forward(y.data(), x.data(), w.data() + offset, b.defined() ? b.data() + first : nullptr, d, epi, pre);
   if (grad) {
     y.set_requires_grad(true);
-    tape().push([x, w, b, y, d, epi, x16, w16, pre, offset] {
+    tape().push([x, w, b, y, d, epi, x16, w16, pre, offset, first] {
       float* dy = y.grad_data();
       // ReLU backward from the output, in place: dy becomes ∂L/∂(pre-activation).
       if (epi == ops::LinearEpilogue::Relu)
         ops::activation_backward(dy, dy, y.data(), y.numel(), ops::Activation::Relu, ops::GradInit::Overwrite);
       ops::GradInit init = ops::GradInit::Accumulate;
       float* dx = x.requires_grad() ? x.grad_for(init) : nullptr;
+      if (dx && d.skip > 0 && init == ops::GradInit::Overwrite)  // a fresh buffer: the skipped rows read 0
+        for (int64_t r0 = 0; r0 < d.n; r0 += d.block) std::fill_n(dx + r0 * d.in_features, d.skip * d.in_features, 0.f);
       ops::linear_backward(dx, w.requires_grad() ? w.grad_data() + offset : nullptr,
-                           b.defined() && b.requires_grad() ? b.grad_data() : nullptr, dy, x.data(),
+                           b.defined() && b.requires_grad() ? b.grad_data() + first : nullptr, dy, x.data(),
                            w.data() + offset, d, init, pre);
       y.release_grad();
     });
@@ -76,8 +87,8 @@ Var linear(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi) {
   return linear_of_rows(x, w, b, epi, 0, w.shape()[0]);
 }
 
-Var linear_rows(const Var& x, const Var& w, int64_t first, int64_t count) {
-  return linear_of_rows(x, w, Var(), ops::LinearEpilogue::None, first, count);
+Var linear_rows(const Var& x, const Var& w, int64_t first, int64_t count, const Var& b, int64_t detached) {
+  return linear_of_rows(x, w, b, ops::LinearEpilogue::None, first, count, detached);
 }
 
 Var layer_norm(const Var& x, const Var& w, const Var& b, float eps) {

@@ -19,10 +19,16 @@ namespace stretch::autograd {
 // y [.., O] = epi(x [.., I] · w [O, I]ᵀ + b [O])   (b may be undefined; epi Relu: the FFN's
 // fc1 + ReLU in one op, which keeps only its output for backward)
 Var linear(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi = ops::LinearEpilogue::None);
-// y [.., count] = x [.., I] · w[first : first + count]ᵀ (w [O, I], no bias): a linear layer that
-// is some of w's output rows (Transformer-XL's qkv_net: q from the segment's rows only, k and v
-// from [memory ‖ segment]); the gradient goes to those rows of w's gradient.
-Var linear_rows(const Var& x, const Var& w, int64_t first, int64_t count);
+// y [.., count] = x [.., I] · w[first : first + count]ᵀ + b[first : first + count] (w [O, I], b [O]
+// or undefined): a linear layer that is some of w's output rows (Transformer-XL's qkv_net, ALiBi's
+// fused q, k, v with memory: q from the segment's rows only, k and v from [memory ‖ segment]); the
+// gradient goes to those rows of w's (and b's) gradient.
+// detached > 0: x is [B, R, I] whose first `detached` rows of each batch are a memory that nobody
+// differentiates (concat_time's rows before the segment): backward skips their input gradient
+// (those rows of x's gradient are zero when it was fresh, else left as they were); w and b still
+// get every row's share.
+Var linear_rows(const Var& x, const Var& w, int64_t first, int64_t count, const Var& b = Var(),
+                int64_t detached = 0);
 // y [.., C] = LayerNorm(x [.., C]) · w [C] + b [C]
 Var layer_norm(const Var& x, const Var& w, const Var& b, float eps = 1e-5f);
 Var activation(const Var& x, ops::Activation act);

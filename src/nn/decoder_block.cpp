@@ -27,7 +27,8 @@ Var DecoderBlock::operator()(const Var& x_in, const BlockCall& call) const {
   Var h = pre ? self_attn_layer_norm(x) : x;  // [B, T, C]
   h = self_attn(last_positions(h, queries), h,
                 {.key_padding = call.key_padding, .dropout = call.attention_dropout, .seed = call.seed,
-                 .stream = call.streams[0], .kv = call.kv, .pos0 = call.pos0});  // [B, queries, C]
+                 .stream = call.streams[0], .kv = call.kv, .pos0 = call.pos0,
+                 .detached = pre ? 0 : call.memory_rows});  // [B, queries, C]
   x = last_positions(x, queries);
   drop.stream = call.streams[1];
   x = dropout_add(x, h, drop);  // x + dropout(h)
@@ -48,7 +49,7 @@ Var DecoderBlock::operator()(const Var& x, const BlockCall& call, Activations ac
   return checkpoint(x, [this, padding = call.key_padding, dropout = call.dropout,
                         attention_dropout = call.attention_dropout, activation_dropout = call.activation_dropout,
                         seed = call.seed, streams = call.streams, pos0 = call.pos0,
-                        queries = call.queries](const Var& in) {
+                        queries = call.queries, memory_rows = call.memory_rows](const Var& in) {
     return (*this)(in, {.key_padding = padding,
                         .dropout = dropout,
                         .attention_dropout = attention_dropout,
@@ -57,7 +58,8 @@ Var DecoderBlock::operator()(const Var& x, const BlockCall& call, Activations ac
                         .streams = streams,
                         .kv = nullptr,
                         .pos0 = pos0,
-                        .queries = queries});
+                        .queries = queries,
+                        .memory_rows = memory_rows});
   });
 }
 

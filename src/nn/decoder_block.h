@@ -31,6 +31,9 @@ struct BlockCall {
   LayerKv* kv = nullptr;
   int64_t pos0 = 0;
   int64_t queries = 0;                   // 0: all positions
+  int64_t memory_rows = 0;               // x's first rows of each batch are a detached memory (post-norm
+                                         // blocks skip their input gradient; pre-norm ones need it for
+                                         // the LayerNorm's parameters)
 };
 
 class DecoderBlock {

@@ -45,11 +45,20 @@ Var SelfAttention::operator()(const Var& xq, const Var& xkv, const AttentionCall
   in.dropout = call.dropout;
   in.seed = call.seed;
   in.stream = call.stream;
-  if (!position_->rotates() && !call.kv && xq.shape()[1] == xkv.shape()[1]) {
-    // One GEMM for q, k, v; attention reads them in place and writes [B, T, C].
-    Var qkv = linear(xkv, qkv_weight, qkv_bias);  // [B, T, 3C]
-    return out_proj(attention_qkv(qkv, H, in));
+  if (!position_->rotates() && !call.kv) {
+    const int64_t C = qkv_weight.shape()[1];
+    if (xq.shape()[1] == xkv.shape()[1]) {
+      // One GEMM for q, k, v; attention reads them in place and writes [B, T, C].
+      Var qkv = linear(xkv, qkv_weight, qkv_bias);  // [B, T, 3C]
+      return out_proj(attention_qkv(qkv, H, in));
+    }
+    // q from xq's rows, k and v from all of xkv's (its first call.detached rows per batch get no
+    // input gradient); attention reads both in place.
+    Var q = linear_rows(xq, qkv_weight, 0, C, qkv_bias);                    // [B, Tq, C]
+    Var kv = linear_rows(xkv, qkv_weight, C, 2 * C, qkv_bias, call.detached);  // [B, T, 2C]
+    return out_proj(attention_q_kv(q, kv, H, in));
   }
+  STRETCH_CHECK(call.detached == 0, "SelfAttention: detached memory rows with a rotating position or a cache");
   Var q = split_heads(q_proj(xq), H);   // [B, H, Tq, D]
   Var k = split_heads(k_proj(xkv), H);  // [B, H, T, D]
   Var v = split_heads(v_proj(xkv), H);

@@ -3,7 +3,9 @@
 // last block computes only the scored rows); the result is [B, Tq, C] = out_proj(attention).
 // Parameters (fairseq names under `prefix`): k_proj, v_proj, q_proj, out_proj (weight, bias);
 // q, k, v are row views of one [3C, C] weight and [3C] bias so a single GEMM projects all
-// three (used whenever the strategy does not rotate q/k, no cache is given and Tq = T).
+// three (used whenever the strategy does not rotate q/k, no cache is given and Tq = T); with
+// Tq < T (memory, or the scored rows in evaluation) one GEMM projects q from xq and one k, v from
+// xkv, and attention reads both in place.
 // AttentionPosition says how a position method enters attention: a score bias inside the fused
 // kernel (ALiBi, T5; position/attention_position.h) and/or a rotation of q and k (rotary). With
 // a LayerKv cache the keys/values of earlier calls precede this call's (positions pos0 ...).
@@ -38,6 +40,8 @@ struct AttentionCall {
   uint64_t seed = 0, stream = 0;
   LayerKv* kv = nullptr;      // incremental decoding (evaluation only)
   int64_t pos0 = 0;           // position of xkv's first row (the cached length)
+  int64_t detached = 0;       // xkv's first rows of each batch are a memory nobody differentiates
+                              // (its input gradient is skipped: transformer_lm --mem-len, post-norm)
 };
 
 class SelfAttention {

@@ -12,6 +12,10 @@ struct LinearDims {
   int64_t n = 0;             // rows: B·T
   int64_t in_features = 0;   // I
   int64_t out_features = 0;  // O
+  // dinp for part of the rows only: the rows are blocks of `block` rows (n a multiple of it) and
+  // backward leaves dinp's first `skip` rows of each block as they are (no product, no write): rows
+  // whose input gradient nobody reads (a layer's detached memory before its segment). 0: every row.
+  int64_t block = 0, skip = 0;
 };
 
 // What linear_forward applies to each output after the bias (the FFN's fc1 + ReLU in one op).
@@ -31,7 +35,8 @@ struct LinearBf16 {
 // out [N, O] = epi(inp [N, I] · weight [O, I]ᵀ + bias [O]) (bias may be null)
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d,
                     LinearEpilogue epi = LinearEpilogue::None, const LinearBf16& pre = {});
-// dinp [N, I] += dout · W (= with dinp_init Overwrite);  dweight [O, I] += doutᵀ · inp;  dbias [O] += Σ_n dout
+// dinp [N, I] += dout · W (= with dinp_init Overwrite; rows of every block past d.skip only);
+// dweight [O, I] += doutᵀ · inp;  dbias [O] += Σ_n dout  (every row)
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, const LinearDims& d, GradInit dinp_init = GradInit::Accumulate,
                      const LinearBf16& pre = {});

@@ -14,6 +14,8 @@ namespace {
 void check_dims(const LinearDims& d) {
   STRETCH_CHECK(d.n >= 0 && d.in_features >= 0 && d.out_features >= 0,
                 "linear dims n=" << d.n << " in=" << d.in_features << " out=" << d.out_features);
+  STRETCH_CHECK(d.skip == 0 || (d.block > d.skip && d.skip > 0 && d.n % d.block == 0),
+                "linear dims: skip " << d.skip << " rows of blocks of " << d.block << " (n=" << d.n << ")");
 }
 }  // namespace
 
@@ -49,11 +51,17 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
     dout16 = reinterpret_cast<const uint16_t*>(dout_buf.data());
   }
   if (dinp && N > 0 && I > 0) {
-    // dinp [N, I] (+)= dout [N, O] · weight [O, I]   (beta 0 overwrites; O = 0 then writes zeros)
+    // dinp [N, I] (+)= dout [N, O] · weight [O, I]   (beta 0 overwrites; O = 0 then writes zeros);
+    // with d.skip, one GEMM per block over its last block − skip rows.
     const float beta = dinp_init == GradInit::Accumulate ? 1.f : 0.f;
-    gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::No, .m = N, .n = I, .k = O, .alpha = 1.f, .beta = beta,
-                    .precision = matmul_precision(), .a16 = dout16, .b16 = pre.weight},
-         dout, weight, dinp);
+    const int64_t block = d.skip > 0 ? d.block : N, skip = d.skip;
+    for (int64_t r0 = 0; r0 < N; r0 += block) {
+      const int64_t first = r0 + skip;
+      gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::No, .m = block - skip, .n = I, .k = O, .alpha = 1.f,
+                      .beta = beta, .precision = matmul_precision(),
+                      .a16 = dout16 ? dout16 + first * O : nullptr, .b16 = pre.weight},
+           dout + first * O, weight, dinp + first * I);
+    }
   }
   if (dweight && O > 0 && I > 0) {
     // dweight [O, I] += dout [N, O]ᵀ · inp [N, I]

@@ -301,6 +301,64 @@ TEST(AutogradAttentionBias, PrefixKeysLogShape) {
   expect_slopes_grad(pb, slopes, r);
 }
 
+// [B, H, R, D] ↔ block j of [B, R, blocks·H·D] (head h at channels h·D of the block), any R.
+std::vector<float> to_rows(const std::vector<float>& x, const AttnCase& c, int64_t R, int blocks, int j,
+                           std::vector<float> into = {}) {
+  const int64_t HD = c.h * c.d;
+  if (into.empty()) into.assign(c.b * R * blocks * HD, 0.f);
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.h; ++h)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t d = 0; d < c.d; ++d)
+          into[((b * R + r) * blocks + j) * HD + h * c.d + d] = x[((b * c.h + h) * R + r) * c.d + d];
+  return into;
+}
+std::vector<float> from_rows(const std::vector<float>& x, const AttnCase& c, int64_t R, int blocks, int j) {
+  const int64_t HD = c.h * c.d;
+  std::vector<float> y(c.b * c.h * R * c.d);
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.h; ++h)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t d = 0; d < c.d; ++d)
+          y[((b * c.h + h) * R + r) * c.d + d] = x[((b * R + r) * blocks + j) * HD + h * c.d + d];
+  return y;
+}
+
+// Memory before the segment (S > T): q [B, T, H·D] and kv [B, S, 2·H·D] read in place by
+// attention_q_kv (transformer_lm --mem-len), against the reference on the [B, H, ·, D] tensors.
+TEST(AutogradAttentionBias, AttentionQKvWithMemoryMatchesReference) {
+  const std::vector<AttnCase> memory_cases = {
+      {.name = "memory_log_padding", .b = 2, .h = 3, .t = 4, .s = 9, .d = 4, .bias = BiasPolicy::Alibi,
+       .shape = AlibiShape::Log, .slope_scale = 0.75f, .padding = Padding::Some, .learn = Learn::Yes},
+      {.name = "memory_window_dropout", .b = 1, .h = 2, .t = 5, .s = 11, .d = 3, .bias = BiasPolicy::Alibi,
+       .window = 6, .dropout = 0.25f, .learn = Learn::No},
+  };
+  for (const AttnCase& mc : memory_cases) {
+    SCOPED_TRACE(mc.name);
+    const Problem pb(mc);
+    const AttnCase& c = pb.c;
+    const Reference r = reference(pb);
+    Var slopes;
+    Tensor pad;
+    const AttentionInputs in = inputs_of(pb, slopes, pad);
+    Var q = var_of(to_rows(pb.q, c, c.t, 1, 0), {c.b, c.t, c.h * c.d}, true);
+    Var kv = var_of(to_rows(pb.v, c, c.s, 2, 1, to_rows(pb.k, c, c.s, 2, 0)), {c.b, c.s, 2 * c.h * c.d}, true);
+    Var out = attention_q_kv(q, kv, c.h, in);  // [B, T, H·D]
+    EXPECT_LE(scaled_error(from_rows(vec(out.value()), c, c.t, 1, 0), r.out), kTol) << "out";
+    backward_with(out, to_rows(pb.dout, c, c.t, 1, 0));
+    EXPECT_LE(scaled_error(from_rows(vec(q.grad()), c, c.t, 1, 0), r.dq), kTol) << "dq";
+    EXPECT_LE(scaled_error(from_rows(vec(kv.grad()), c, c.s, 2, 0), r.dk), kTol) << "dk";
+    EXPECT_LE(scaled_error(from_rows(vec(kv.grad()), c, c.s, 2, 1), r.dv), kTol) << "dv";
+    if (c.learn == Learn::Yes)
+      expect_slopes_grad(pb, slopes, r);
+    else
+      EXPECT_FALSE(slopes.has_grad()) << "fixed slopes get no gradient";
+  }
+  const Var q = var_of(std::vector<float>(2 * 5 * 6), {2, 5, 6}, true);
+  const Var kv = var_of(std::vector<float>(2 * 4 * 12), {2, 4, 12}, true);
+  EXPECT_THROW(attention_q_kv(q, kv, 2, {}), std::exception) << "fewer keys than queries are refused";
+}
+
 // Only the slopes learn: q/k/v constants still give the slopes their gradient.
 TEST(AutogradAttentionBias, OnlySlopesRequireGrad) {
   const Problem pb({.name = "slopes_only", .b = 1, .h = 2, .t = 6, .s = 6, .d = 4, .bias = BiasPolicy::Alibi,

@@ -225,5 +225,68 @@ TEST(FusedFunctions, LinearRowsIsTheLinearOfACopyOfThoseRows) {
   EXPECT_THROW(linear_rows(x, w, 6, 5), std::exception) << "rows past the weight are refused";
 }
 
+// ALiBi's fused projection with memory (nn::SelfAttention): linear_rows with a bias over rows
+// [3, 8) of w and b, x [B, R, C] whose first 4 rows per batch are a detached memory, against linear
+// over copies of those rows. y, dw and db agree; x's gradient agrees in the segment rows and is 0
+// in the memory rows (a fresh buffer), or keeps what an earlier use wrote there (accumulating).
+TEST(FusedFunctions, LinearRowsSkipsTheInputGradientOfDetachedRows) {
+  const int64_t B = 2, R = 9, M = 4, C = 12, V = 7, first = 3, count = 5;
+  const Var x = random_var({B, R, C}, 50), w = random_var({10, C}, 51), b = random_var({10}, 52);
+  const Var h = random_var({V, count}, 53);
+  const Tensor tgt = targets(B * R, static_cast<int32_t>(V), 6);
+  const Var y = linear_rows(x, w, first, count, b, M);
+  tape().backward(head_loss(y, h, tgt));
+
+  const Var x2 = copy_of(x), h2 = copy_of(h);
+  Tensor wc = Tensor::empty({count, C}), bc = Tensor::empty({count});
+  std::copy_n(w.data() + first * C, count * C, wc.f32());
+  std::copy_n(b.data() + first, count, bc.f32());
+  const Var w2(wc, true), b2(bc, true);
+  const Var y2 = linear(x2, w2, b2);
+  tape().backward(head_loss(y2, h2, tgt));
+
+  expect_close(y.value(), y2.value(), "y");
+  Tensor gw = Tensor::empty({count, C}), gb = Tensor::empty({count});
+  std::copy_n(w.grad().f32() + first * C, count * C, gw.f32());
+  std::copy_n(b.grad().f32() + first, count, gb.f32());
+  expect_close(gw, w2.grad(), "dw rows 3..7");
+  expect_close(gb, b2.grad(), "db rows 3..7");
+  for (int64_t i = 0; i < first * C; ++i) ASSERT_EQ(w.grad().f32()[i], 0.f) << "w rows 0..2 have no gradient";
+  for (int64_t i = 0; i < 10; ++i) {
+    if (i < first || i >= first + count) {
+      ASSERT_EQ(b.grad().f32()[i], 0.f) << "b[" << i << "] has no gradient";
+    }
+  }
+  double scale = 0;
+  for (int64_t r = 0; r < B * R; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      const float got = x.grad().f32()[r * C + c], want = x2.grad().f32()[r * C + c];
+      scale = std::max(scale, std::abs(static_cast<double>(want)));
+      if (r % R < M)
+        ASSERT_EQ(got, 0.f) << "memory row " << r << " got an input gradient";
+      else
+        ASSERT_NEAR(got, want, 1e-6 * (1 + std::abs(want))) << "segment row " << r;
+    }
+  EXPECT_GT(scale, 0.0);
+
+  // x's gradient already written by another use: the memory rows keep that, the segment rows add.
+  const Var x3 = copy_of(x), h3 = copy_of(h), w3 = copy_of(w), b3 = copy_of(b);
+  const Var both = add(linear_rows(x3, w3, first, count, b3, M),
+                       linear_rows(x3, w3, first, count, b3));
+  tape().backward(head_loss(both, h3, tgt));
+  const Var x4 = copy_of(x), h4 = copy_of(h), w4 = copy_of(w), b4 = copy_of(b);
+  const Var y4 = linear_rows(x4, w4, first, count, b4);
+  tape().backward(head_loss(add(y4, y4), h4, tgt));
+  for (int64_t r = 0; r < B * R; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      const float got = x3.grad().f32()[r * C + c], full = x4.grad().f32()[r * C + c];
+      if (r % R < M)  // only the undetached use's share: half of the doubled use's
+        ASSERT_NEAR(got, full / 2, 1e-6 * (1 + std::abs(full))) << "memory row " << r;
+      else
+        ASSERT_NEAR(got, full, 1e-6 * (1 + std::abs(full))) << "segment row " << r;
+    }
+  EXPECT_THROW(linear_rows(x, w, first, count, b, R), std::exception) << "every row detached is refused";
+}
+
 }  // namespace
 }  // namespace stretch::autograd

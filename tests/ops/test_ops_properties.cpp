@@ -15,6 +15,7 @@
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
+#include "ops/gemm.h"
 #include "ops/linear.h"
 #include "ops/op_test_registry.h"
 #include "ops/rope.h"
@@ -122,6 +123,52 @@ TEST(Determinism, ParameterGradientsAreIdenticalForOneAndTwoThreads) {
   with_threads(1, [&] { linear_backward(nullptr, nullptr, b1.data(), go.data(), nullptr, nullptr, lin); });
   with_threads(2, [&] { linear_backward(nullptr, nullptr, b2.data(), go.data(), nullptr, nullptr, lin); });
   EXPECT_TRUE(bitwise_equal(b1, b2)) << "linear dbias";
+}
+
+// LinearDims::block / skip (a layer's detached memory rows): backward writes no dinp in the first
+// `skip` rows of each block (they keep what they held), the other rows get what the reference
+// gives them, and dweight / dbias are bitwise those of the full backward. fp32 and bf16.
+TEST(Linear, SkippedRowsGetNoInputGradient) {
+  const int64_t B = 3, R = 7, skip = 3, N = B * R, I = 10, O = 6;
+  const std::vector<float> x = random_floats(N * I, 41), w = random_floats(O * I, 42), go = random_floats(N * O, 43);
+  const LinearDims full{.n = N, .in_features = I, .out_features = O};
+  LinearDims part = full;
+  part.block = R, part.skip = skip;
+  auto kept = [&](int64_t row) { return row % R >= skip; };
+  for (const GemmPrecision prec : {GemmPrecision::Fp32, GemmPrecision::Bf16}) {
+    if (prec == GemmPrecision::Bf16 && !bf16_matmul_supported()) continue;  // the fp32 half still ran
+    SCOPED_TRACE(prec == GemmPrecision::Bf16 ? "bf16" : "fp32");
+    set_matmul_precision(prec);
+    std::vector<float> dx_full(N * I, 7.f), dw_full(O * I, 0.f), db_full(O, 0.f);
+    std::vector<float> dx_part(N * I, 7.f), dw_part(O * I, 0.f), db_part(O, 0.f);
+    linear_backward(dx_full.data(), dw_full.data(), db_full.data(), go.data(), x.data(), w.data(), full);
+    linear_backward(dx_part.data(), dw_part.data(), db_part.data(), go.data(), x.data(), w.data(), part);
+    set_matmul_precision(GemmPrecision::Fp32);
+    EXPECT_TRUE(bitwise_equal(dw_full, dw_part)) << "dweight";
+    EXPECT_TRUE(bitwise_equal(db_full, db_part)) << "dbias";
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < I; ++i) {
+        const float got = dx_part[n * I + i], want = dx_full[n * I + i];
+        if (kept(n))
+          ASSERT_NEAR(got, want, 1e-5f * (1.f + std::abs(want))) << "row " << n << " col " << i;
+        else
+          ASSERT_EQ(got, 7.f) << "skipped row " << n << " was written";
+      }
+  }
+  // The reference honours the same rows (the oracle of the op registry's linear cases).
+  std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()), god(go.begin(), go.end());
+  std::vector<double> r_full(N * I, 0.0), r_part(N * I, 7.0);
+  ref::linear_backward(r_full.data(), nullptr, nullptr, god.data(), xd.data(), wd.data(), full);
+  ref::linear_backward(r_part.data(), nullptr, nullptr, god.data(), xd.data(), wd.data(), part);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < I; ++i)
+      ASSERT_EQ(r_part[n * I + i], kept(n) ? 7.0 + r_full[n * I + i] : 7.0) << "reference row " << n;
+  std::vector<float> dx(N * I);
+  LinearDims bad = full;
+  bad.block = R, bad.skip = R;
+  EXPECT_THROW(linear_backward(dx.data(), nullptr, nullptr, go.data(), x.data(), w.data(), bad), Error);
+  bad.block = 4, bad.skip = 1;  // 21 rows are not blocks of 4
+  EXPECT_THROW(linear_backward(dx.data(), nullptr, nullptr, go.data(), x.data(), w.data(), bad), Error);
 }
 
 TEST(KnownValues, Gelu) {

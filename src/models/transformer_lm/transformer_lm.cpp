@@ -320,7 +320,8 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
                                    dropout_stream(opt, index, 3), dropout_stream(opt, index, 4)},
                        .kv = cache ? &cache->layers[l] : nullptr,
                        .pos0 = pos_offset,
-                       .queries = l + 1 == layers_.size() ? last_queries : T},
+                       .queries = l + 1 == layers_.size() ? last_queries : T,
+                       .memory_rows = S},
                    train ? opt.activations : Activations::Keep);
   }
   if (final_norm_.defined()) x = final_norm_(x);

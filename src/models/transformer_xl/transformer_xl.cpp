@@ -211,9 +211,9 @@ Var TransformerXL::features(const Tensor& src, const ForwardOptions& opt) {
     if (memory && opt.state) layer_inputs.push_back(x.value().clone());
     const Var cat = M > 0 ? concat_time(memory->layer(index), x) : x;  // [B, S, C]
     // qkv_net: q for the segment's rows only (the memory's queries are never used), k and v for
-    // all S rows.
-    const Var q = autograd::linear_rows(x, L.qkv_net.weight, 0, HD);         // [B, T, HD]
-    const Var kv = autograd::linear_rows(cat, L.qkv_net.weight, HD, 2 * HD);  // [B, S, 2HD]
+    // all S rows; the memory's rows get no input gradient (concat_time would drop it).
+    const Var q = autograd::linear_rows(x, L.qkv_net.weight, 0, HD);                 // [B, T, HD]
+    const Var kv = autograd::linear_rows(cat, L.qkv_net.weight, HD, 2 * HD, {}, M);  // [B, S, 2HD]
     const Var r = L.r_net(R);                                                 // [rows, HD]
     const Var a = xl::rel_attention(q, kv, r, L.r_w_bias, L.r_r_bias,
                                     {.heads = c.n_head,
