@@ -136,6 +136,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"none", "transformer_lm_tiny", lm({{"pos", "none"}})},
         Case{"alibi_learnable", "transformer_lm_tiny", lm({{"pos", "alibi"}, {"alibi_learnable_slopes", true}})},
         Case{"alibi_mem_len", "transformer_lm_tiny", lm({{"pos", "alibi"}, {"mem_len", 9}}), /*segments=*/2},
+        Case{"alibi_post_mem_len", "transformer_lm_tiny",
+             lm({{"pos", "alibi"}, {"decoder_normalize_before", false}, {"mem_len", 9}}), /*segments=*/2},
         Case{"adaptive", "transformer_lm_tiny",
              lm({{"adaptive_input", true},
                  {"adaptive_input_cutoff", "10,20"},
