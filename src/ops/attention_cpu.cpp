@@ -36,7 +36,7 @@ template <class Eval, bool Bf>
 void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm,
                         const uint8_t* pad_tile,
                         int64_t bh, int64_t qt, float* out, float* lse, const float* q, const float* kt_pack,
-                        const float* v, const Bf16Packs& bp, FwdScratch& w) {
+                        const float* v, const float* v_pack, const Bf16Packs& bp, FwdScratch& w) {
   const int64_t b = bh / g.H, h = bh % g.H, D = g.D;
   const int64_t i0 = qt * kBq;
   const int mq = static_cast<int>(std::min<int64_t>(kBq, g.T - i0));
@@ -45,7 +45,9 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
   const int64_t ldq = g.qs.row, ldk = g.ks.row;
   const float* Q = q + g.q_at(bh) + i0 * ldq;
   const float* Kt = kt_pack + bh * D * g.s_pad;  // [n_kt, D, kBk]
-  const float* V = v + g.k_at(bh);
+  // V's rows: packed per (b, h) when the layout interleaves them (pack_rows), else in place.
+  const float* V = v_pack ? v_pack + bh * g.S * D : v + g.k_at(bh);
+  const int64_t ldv = v_pack ? D : ldk;
   const Eval ev(bs, h);
   // Relative-key term: (q + u) meets the keys, (q + w) meets R.
   const float* Qc = Q;
@@ -153,7 +155,7 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
                                              bp.vj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, w.o, D);
     } else
 #endif
-      tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.s, kBk, V + j0 * ldk, ldk, w.o, D);
+      tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.s, kBk, V + j0 * ldv, ldv, w.o, D);
   }
   for (int r = 0; r < mq; ++r) {
     float* o = out + g.o_at(bh) + (i0 + r) * g.os.row;
@@ -176,6 +178,12 @@ void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const
   const int64_t BH = g.B * g.H, D = g.D;
   PoolArray<float> kt_pack(Bf ? 0 : static_cast<size_t>(BH * D * g.s_pad));
   if (!Bf) pack_transposed(kt_pack.data(), k, g);
+  // V's rows made contiguous per (b, h) when they are interleaved in a fused projection's layout
+  // and the call is long enough to pay for the copy (pack_rows; forward at S 1024 / 2048 / 4096:
+  // 3.6% / 6.6% / 14% faster on one Zen 4 core, no gain at S ≤ 512).
+  const bool pack_v = !Bf && g.ks.row != D && g.S >= kPackVMinKeys;
+  PoolArray<float> v_pack(pack_v ? static_cast<size_t>(BH * g.S * D) : 0);
+  if (pack_v) pack_rows(v_pack.data(), v, g);
   Bf16Packs bp;
 #if STRETCH_ATTN_BF16
   const Bf16PackStore store(g, Bf ? k : nullptr, nullptr, nullptr, Bf ? v : nullptr);
@@ -213,7 +221,8 @@ void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const
 #pragma omp for schedule(dynamic, 1)
     for (int64_t wi = 0; wi < n_work; ++wi) {
       const int64_t qt = g.n_qt - 1 - wi / BH, bh = wi % BH;
-      forward_query_tile<Eval, Bf>(g, bs, rs, sm, pad_tile.data(), bh, qt, out, lse, q, kt_pack.data(), v, bp, w);
+      forward_query_tile<Eval, Bf>(g, bs, rs, sm, pad_tile.data(), bh, qt, out, lse, q, kt_pack.data(), v,
+                                   pack_v ? v_pack.data() : nullptr, bp, w);
     }
   }
 }

@@ -142,6 +142,21 @@ inline void pack_transposed(float* dst, const float* src, const Geo& g) {
     }
 }
 
+// dst [B·H, S, D] = src's rows (addressed by g.ks) made contiguous per (b, h): in a fused
+// projection's layout (q, k, v or k, v blocks per row) consecutive rows of one head are 2·H·D or
+// 3·H·D floats apart, a multiple of the L1's set stride, so a tile product streaming 64 of them
+// keeps few sets busy and misses; packed, they fill every set.
+inline constexpr int64_t kPackVMinKeys = 1024;  // the forward packs V from this many keys on
+inline void pack_rows(float* dst, const float* src, const Geo& g) {
+  const int64_t BH = g.B * g.H, S = g.S, D = g.D, ld = g.ks.row;
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    const float* s = src + g.k_at(bh);
+    float* d = dst + bh * S * D;
+    for (int64_t j = 0; j < S; ++j) std::copy_n(s + j * ld, D, d + j * D);
+  }
+}
+
 // pad_tile [B, n_kt]: 1 when any key of the tile is padded.
 inline void padded_tiles(uint8_t* pad_tile, const Geo& g) {
   for (int64_t b = 0; b < g.B; ++b)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attention_cases.h"
+#include "core/threads.h"
 #include "ops/attention.h"
 
 namespace stretch::ops {
@@ -271,6 +272,51 @@ TEST_P(AttentionCase, StridedLayoutMatchesPacked) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t)
         for (int64_t x = HD; x < 3 * HD; ++x) ASSERT_EQ(dqkv[(b * T + t) * 3 * HD + x], kGarbage);
+  }
+}
+
+// From 1,024 keys the forward packs V's interleaved rows (a fused projection's layout) contiguous
+// per head before its products (attention_cpu.cpp, pack_rows): the same values in the same order,
+// so the strided forward must equal the packed-layout forward bitwise, with 1 and 2 threads, and
+// match the reference. Keys ≥ 1,024 with a partial last tile, ALiBi, two batches, memory before
+// the queries (S > T).
+TEST(AttentionLayout, LongKeysStridedForwardIsBitwiseThePackedOne) {
+  const Problem pb({.name = "long_keys", .b = 2, .h = 2, .t = 70, .s = 1100, .d = 16,
+                    .bias = BiasPolicy::Alibi, .padding = Padding::Some});
+  const int64_t B = 2, H = 2, T = 70, S = 1100, D = 16, HD = H * D;
+  const AttentionParams p = pb.params();
+  AttentionParams ps = p;
+  ps.layout.q = {.batch = T * HD, .head = D, .row = HD};
+  ps.layout.kv = {.batch = S * 2 * HD, .head = D, .row = 2 * HD};
+  ps.layout.out = ps.layout.q;
+  std::vector<float> q(static_cast<size_t>(B * T * HD)), kv(static_cast<size_t>(B * S * 2 * HD));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t d = 0; d < D; ++d) {
+        for (int64_t t = 0; t < T; ++t) q[(b * T + t) * HD + h * D + d] = pb.q[((b * H + h) * T + t) * D + d];
+        for (int64_t j = 0; j < S; ++j) {
+          kv[(b * S + j) * 2 * HD + h * D + d] = pb.k[((b * H + h) * S + j) * D + d];
+          kv[(b * S + j) * 2 * HD + HD + h * D + d] = pb.v[((b * H + h) * S + j) * D + d];
+        }
+      }
+  std::vector<float> out_r(pb.n_q()), lse_r(pb.n_rows());
+  ref::attention_forward(out_r.data(), lse_r.data(), pb.q.data(), pb.k.data(), pb.v.data(), p);
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    const int before = num_threads();
+    set_num_threads(threads);
+    std::vector<float> out_p(pb.n_q()), lse_p(pb.n_rows()), out_s(pb.n_q()), lse_s(pb.n_rows());
+    attention_forward(out_p.data(), lse_p.data(), pb.q.data(), pb.k.data(), pb.v.data(), p);
+    attention_forward(out_s.data(), lse_s.data(), q.data(), kv.data(), kv.data() + HD, ps);
+    set_num_threads(before);
+    EXPECT_LE(scaled_error(out_p, out_r), kTol) << "packed layout vs reference";
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t d = 0; d < D; ++d)
+            ASSERT_EQ(out_s[(b * T + t) * HD + h * D + d], out_p[((b * H + h) * T + t) * D + d])
+                << "b " << b << " h " << h << " t " << t << " d " << d;
+    ASSERT_EQ(lse_s, lse_p);
   }
 }
 
