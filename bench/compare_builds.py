@@ -14,7 +14,9 @@ disturbed).
 Schedule: repetitions are the outer loop and configurations the inner one, so every configuration
 is sampled across the whole run; inside a repetition each configuration runs A then B (odd
 repetitions B then A), back to back, and a ratio is taken only between those two adjacent runs.
-Every run is a fresh process with OMP_WAIT_POLICY=passive and OMP_NUM_THREADS = threads.
+Every run is a fresh process with OMP_NUM_THREADS = threads and OMP_WAIT_POLICY=passive
+(--omp-wait-policy unset: libgomp's default spin, as bench/compare.py runs); --bf16 adds --bf16
+to the training rows.
 
 Configurations (as bench/compare.py): training on the small model (transformer_lm_small, 4 layers /
 C 256 / 4 heads / F 1024, pre-norm, untied, dropout 0.1, ALiBi), B = 8, V 256 and 10,008, T 128 and
@@ -62,7 +64,8 @@ def configs(args):
                     out.append((f"{prefix} V={V} T={T}", "train",
                                 ["--vocab", str(V), "--tokens-per-sample", str(T), "--batch", str(args.batch),
                                  "--arch", "transformer_lm_small", "--pos", "alibi", "--dropout", "0.1"] + sizes +
-                                ["--warmup", str(args.warmup), "--steps", str(args.steps)]))
+                                ["--warmup", str(args.warmup), "--steps", str(args.steps)] +
+                                (["--bf16"] if args.bf16 else [])))
     if args.only in ("eval", "all"):
         for T in args.lengths_eval:
             out.append((f"eval T={T}", "eval",
@@ -71,8 +74,11 @@ def configs(args):
     return out
 
 
-def run_one(binary, mode, extra, threads):
-    env = dict(os.environ, OMP_WAIT_POLICY="passive", OMP_NUM_THREADS=str(threads))
+def run_one(binary, mode, extra, threads, wait_policy="passive"):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env.pop("OMP_WAIT_POLICY", None)
+    if wait_policy != "unset":
+        env["OMP_WAIT_POLICY"] = wait_policy
     cmd = [binary, mode, "--threads", str(threads)] + extra
     load = os.getloadavg()[0]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -99,6 +105,9 @@ def main():
     ap.add_argument("--label-before", default="before")
     ap.add_argument("--label-after", default="after")
     ap.add_argument("--only", choices=("train", "eval", "all"), default="all")
+    ap.add_argument("--bf16", action="store_true", help="training rows with --bf16 (bf16 matrix products)")
+    ap.add_argument("--omp-wait-policy", default="passive", choices=("passive", "active", "unset"),
+                    help="OMP_WAIT_POLICY of every run (unset: libgomp's default spin, as bench/compare.py)")
     ap.add_argument("--threads", default="1", help="comma-separated thread counts")
     ap.add_argument("--models", default="small", help="training models: small and/or medium (compare.py's sizes)")
     ap.add_argument("--vocabs", default="256,10008")
@@ -157,7 +166,7 @@ def measure(args, rows):
                 order = sides if r % 2 == 0 else list(reversed(sides))
                 got = {}
                 for side, binary in order:
-                    rec = run_one(binary, mode, extra, th)
+                    rec = run_one(binary, mode, extra, th, args.omp_wait_policy)
                     rec.update(side=side, rep=r, row=name, wall_clock=time.time() - t0)
                     loads.append(rec["load1"])
                     got[side] = rec
@@ -234,7 +243,7 @@ def tables(args, rows, results, loads, elapsed):
     head = (f"{when} on {host}; load average (1 min) before each run: "
             f"min {min(loads):.1f} / median {statistics.median(loads):.1f} / max {max(loads):.1f}; "
             f"{args.repeats} {args.label_before}/{args.label_after} pairs per row (A B, B A, ... adjacent), "
-            f"OMP_WAIT_POLICY=passive; training {args.warmup} warm-up + {args.steps} timed steps, evaluation "
+            f"OMP_WAIT_POLICY={args.omp_wait_policy}{'; bf16 training' if args.bf16 else ''}; training {args.warmup} warm-up + {args.steps} timed steps, evaluation "
             f"{args.warmup} + {args.eval_steps} passes per run" +
             (f"; {elapsed:.0f} s in all." if elapsed is not None else "."))
     return head + "\n" + "\n".join(lines)
