@@ -3,6 +3,7 @@
 # 1 process × 2 threads on the same global batch (the process takes --update-freq 2, so both
 # compute the same updates), interleaved A B B A, as one ratio of training words per second.
 #   bash bench/scaling_dp.sh [BUILD_DIR] [UPDATES]      (default build, 12 updates per run)
+#   EXTRA="--bf16" bash bench/scaling_dp.sh ...          (more `stretch train` flags for both layouts)
 # Model: transformer_lm_small sizes (4 layers, C 256, 4 heads, F 1024), ALiBi, T 128, 8 rows per
 # process per micro-batch, PTB valid as the corpus (V 10,000 + specials), dropout 0.1, NAG.
 # Prints each run's mean wps over updates 3..N (fairseq's train_inner wps, all ranks' words), the
@@ -22,6 +23,8 @@ common=("$work/bin" --arch transformer_lm_tiny --decoder-layers 4 --decoder-embe
         --decoder-ffn-embed-dim 1024 --decoder-normalize-before --tokens-per-sample 128 --max-tokens 1024
         --required-batch-size-multiple 1 --optimizer nag --lr 0.01 --clip-norm 0.1 --max-update "$updates"
         --log-interval 1 --no-save --disable-validation --dropout 0.1 --log-format json --no-progress-bar --seed 1)
+read -r -a extra <<< "${EXTRA:-}"
+common+=("${extra[@]}")
 export OMP_WAIT_POLICY=passive
 load0="$(cut -d' ' -f1-3 /proc/loadavg)"
 run() {  # KIND N: one run, appends its mean wps to $work/KIND
@@ -37,12 +40,13 @@ print(sum(w) / len(w))' >> "$work/$1"
 }
 for kind in 2x1 1x2 1x2 2x1; do run "$kind"; done
 load1="$(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$work" "$load0" "$load1" "$(nproc)" <<'PY'
+python3 - "$work" "$load0" "$load1" "$(nproc)" "${EXTRA:-}" <<'PY'
 import sys
-work, load0, load1, ncpu = sys.argv[1:]
+work, load0, load1, ncpu, extra = sys.argv[1:]
 a = [float(x) for x in open(f"{work}/2x1")]
 b = [float(x) for x in open(f"{work}/1x2")]
 print(f"2 processes x 1 thread: wps {', '.join(f'{x:,.0f}' for x in a)} (best {max(a):,.0f})")
 print(f"1 process x 2 threads:  wps {', '.join(f'{x:,.0f}' for x in b)} (best {max(b):,.0f})")
-print(f"ratio 2x1 / 1x2 (best of 2 each): {max(a) / max(b):.2f}; load average {load0} before, {load1} after, {ncpu} CPUs")
+print(f"ratio 2x1 / 1x2 (best of 2 each): {max(a) / max(b):.2f}; load average {load0} before, {load1} after, {ncpu} CPUs"
+      + (f"; extra flags: {extra}" if extra else ""))
 PY
