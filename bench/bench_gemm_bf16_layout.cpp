@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
 #include "ops/gemm.h"
 
 namespace {
@@ -60,11 +61,10 @@ Row measure(dnnl::engine& eng, dnnl::stream& st, const Shape& s, int reps) {
   memory a(a_md, eng), bp(b_plain, eng), bb(pd_blocked.weights_desc(), eng), bf(b_f32, eng), c(c_md, eng);
   // Inputs in [-1, 1): fp32 B random; bf16 A and B its rounding.
   std::vector<float> a32(static_cast<size_t>(s.m * s.k));
-  uint32_t x = 12345;
-  auto next = [&] { return (x = x * 1664525u + 1013904223u, static_cast<float>(x >> 8) / 8388608.f - 1.f); };
-  for (auto& e : a32) e = next();
+  stretch::Rng rng(12345);
+  for (auto& e : a32) e = rng.uniform(-1.f, 1.f);
   float* b32 = static_cast<float*>(bf.get_data_handle());
-  for (int64_t i = 0; i < s.k * s.n; ++i) b32[i] = next();
+  for (int64_t i = 0; i < s.k * s.n; ++i) b32[i] = rng.uniform(-1.f, 1.f);
   stretch::ops::round_to_bf16(static_cast<uint16_t*>(a.get_data_handle()), a32.data(), 1, s.m * s.k);
   stretch::ops::round_to_bf16(static_cast<uint16_t*>(bp.get_data_handle()), b32, 1, s.k * s.n);
   const dnnl::reorder ro(bf, bb);
@@ -95,9 +95,13 @@ Row measure(dnnl::engine& eng, dnnl::stream& st, const Shape& s, int reps) {
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
-  if (reps < 1 || !stretch::ops::bf16_matmul_supported()) {
-    std::fprintf(stderr, "usage: bench_gemm_bf16_layout [reps >= 1]; needs a CPU with bf16 matmuls (%s)\n",
-                 stretch::ops::kBf16Hint);
+  if (argc > 2 || reps < 1) {
+    std::fprintf(stderr, "usage: bench_gemm_bf16_layout [reps >= 1] (got '%s')\n", argc > 1 ? argv[1] : "");
+    return 2;
+  }
+  if (!stretch::ops::bf16_matmul_supported()) {
+    std::fprintf(stderr, "bench_gemm_bf16_layout: oneDNN has no bf16 matmul on this CPU (%s); it needs AVX-512 "
+                 "or AVX512_BF16 / AMX\n", stretch::ops::cpu_isa_summary().c_str());
     return 2;
   }
   const int64_t N = 1024, C = 256, F = 1024, V = 10008;

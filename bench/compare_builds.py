@@ -16,7 +16,7 @@ is sampled across the whole run; inside a repetition each configuration runs A t
 repetitions B then A), back to back, and a ratio is taken only between those two adjacent runs.
 Every run is a fresh process with OMP_NUM_THREADS = threads and OMP_WAIT_POLICY=passive
 (--omp-wait-policy unset: libgomp's default spin, as bench/compare.py runs); --bf16 adds --bf16
-to the training rows.
+to every row (bf16 matrix products in training and evaluation).
 
 Configurations (as bench/compare.py): training on the small model (transformer_lm_small, 4 layers /
 C 256 / 4 heads / F 1024, pre-norm, untied, dropout 0.1, ALiBi), B = 8, V 256 and 10,008, T 128 and
@@ -55,6 +55,7 @@ DOC_END = "<!-- bench/compare_builds.py tables: end -->"
 def configs(args):
     """[(name, mode, extra flags)] in table order."""
     out = []
+    bf16 = ["--bf16"] if args.bf16 else []
     if args.only in ("train", "all"):
         for model in args.models:
             sizes = SMALL if model == "small" else MEDIUM
@@ -64,13 +65,13 @@ def configs(args):
                     out.append((f"{prefix} V={V} T={T}", "train",
                                 ["--vocab", str(V), "--tokens-per-sample", str(T), "--batch", str(args.batch),
                                  "--arch", "transformer_lm_small", "--pos", "alibi", "--dropout", "0.1"] + sizes +
-                                ["--warmup", str(args.warmup), "--steps", str(args.steps)] +
-                                (["--bf16"] if args.bf16 else [])))
+                                ["--warmup", str(args.warmup), "--steps", str(args.steps)] + bf16))
     if args.only in ("eval", "all"):
         for T in args.lengths_eval:
             out.append((f"eval T={T}", "eval",
                         ["--vocab", str(args.eval_vocab), "--lengths", str(T), "--arch", "transformer_lm_small",
-                         "--pos", "alibi"] + SMALL + ["--warmup", str(args.warmup), "--steps", str(args.eval_steps)]))
+                         "--pos", "alibi"] + SMALL + ["--warmup", str(args.warmup), "--steps", str(args.eval_steps)] +
+                        bf16))
     return out
 
 
@@ -105,7 +106,7 @@ def main():
     ap.add_argument("--label-before", default="before")
     ap.add_argument("--label-after", default="after")
     ap.add_argument("--only", choices=("train", "eval", "all"), default="all")
-    ap.add_argument("--bf16", action="store_true", help="training rows with --bf16 (bf16 matrix products)")
+    ap.add_argument("--bf16", action="store_true", help="every row with --bf16 (bf16 matrix products)")
     ap.add_argument("--omp-wait-policy", default="passive", choices=("passive", "active", "unset"),
                     help="OMP_WAIT_POLICY of every run (unset: libgomp's default spin, as bench/compare.py)")
     ap.add_argument("--threads", default="1", help="comma-separated thread counts")
@@ -243,7 +244,7 @@ def tables(args, rows, results, loads, elapsed):
     head = (f"{when} on {host}; load average (1 min) before each run: "
             f"min {min(loads):.1f} / median {statistics.median(loads):.1f} / max {max(loads):.1f}; "
             f"{args.repeats} {args.label_before}/{args.label_after} pairs per row (A B, B A, ... adjacent), "
-            f"OMP_WAIT_POLICY={args.omp_wait_policy}{'; bf16 training' if args.bf16 else ''}; training {args.warmup} warm-up + {args.steps} timed steps, evaluation "
+            f"OMP_WAIT_POLICY={args.omp_wait_policy}{'; --bf16' if args.bf16 else ''}; training {args.warmup} warm-up + {args.steps} timed steps, evaluation "
             f"{args.warmup} + {args.eval_steps} passes per run" +
             (f"; {elapsed:.0f} s in all." if elapsed is not None else "."))
     return head + "\n" + "\n".join(lines)

@@ -27,16 +27,22 @@ read -r -a extra <<< "${EXTRA:-}"
 common+=("${extra[@]}")
 export OMP_WAIT_POLICY=passive
 load0="$(cut -d' ' -f1-3 /proc/loadavg)"
-run() {  # KIND N: one run, appends its mean wps to $work/KIND
-  case "$1" in
+run() {  # KIND N: one run, appends its mean wps to $work/KIND; a failed run shows its errors
+  if ! case "$1" in
     2x1) mpirun --allow-run-as-root -np 2 --bind-to core "$stretch" train "${common[@]}" --threads 1 ;;
     1x2) "$stretch" train "${common[@]}" --threads 2 --update-freq 2 ;;
-  esac 2>/dev/null | python3 -c '
+  esac > "$work/$1.log" 2> "$work/$1.err"; then
+    echo "scaling_dp: the $1 run failed (EXTRA=\"${EXTRA:-}\"); stretch said:" >&2
+    # stretch's own message (mpirun's report around it left out), once even with two ranks
+    awk '/^stretch: /{p = 1} p && !/^stretch: |^  |^hint: /{p = 0} p && !seen[$0]++' "$work/$1.err" | head -n 8 >&2
+    exit 1
+  fi
+  python3 -c '
 import json, sys
 tag = " | train_inner | "
 w = [float(json.loads(l.split(tag, 1)[1])["wps"]) for l in sys.stdin if tag in l][2:]
 assert w, "no train_inner lines after update 2"
-print(sum(w) / len(w))' >> "$work/$1"
+print(sum(w) / len(w))' < "$work/$1.log" >> "$work/$1"
 }
 for kind in 2x1 1x2 1x2 2x1; do run "$kind"; done
 load1="$(cut -d' ' -f1-3 /proc/loadavg)"
