@@ -9,7 +9,11 @@
 //   eval   tokens/s and peak RSS of eval::evaluate (the eval-lm code: non-overlapping windows,
 //          B = 1, log-softmax only at scored rows) on one window of each of --lengths; each
 //          length in a fresh process so VmHWM is that length's own peak; "loss" = Σ −log p in
-//          nats of the window's random targets (the same weights for fp32 and --bf16)
+//          nats of the window's random targets (the same weights for fp32 and --bf16);
+//          with --checkpoint PATH --data DIR: that trained model on DIR's valid split, all of it
+//          in windows of each length ("loss" = Σ −log p over the split)
+//   Both print "tiles_skipped_frac", the attention's share of (query tile, key tile) pairs skipped
+//   as negligible (ops/attention.h, TileSkipping; --no-tile-skipping visits them all).
 //
 // Figures per measurement: tokens per wall second, tokens per CPU second of the process,
 // model FLOP/s per CPU second ("mfu_cpu" = that rate / P, P = this host's fp32 FMA peak per core
@@ -45,6 +49,8 @@
 #include "data/indexed_dataset.h"
 #include "eval/eval_lm.h"
 #include "models/registry.h"
+#include "train/lm_data.h"
+#include "ops/attention.h"
 #include "ops/gemm.h"
 #include "optim/grad_clip.h"
 #include "optim/optimizer.h"
@@ -71,8 +77,10 @@ struct Args {
   bool no_isolate = false;
   bool bf16 = false;
   bool checkpoint_activations = false;  // train: ForwardOptions::activations = Recompute
+  bool no_tile_skipping = false;        // ops::TileSkipping::Off: visit negligible key tiles too
   uint64_t seed = 1;
   std::string model_json = "{}";  // extra model config keys (fairseq names), e.g. the adaptive softmax's
+  std::string checkpoint, data;    // eval: a trained model and its data-bin (valid split) instead
 };
 
 double wall_now() {
@@ -149,6 +157,15 @@ void add_rates(nlohmann::json& r, double tokens, double flops_per_token, double 
   r["cpu_model"] = g_cpu.model;
 }
 
+// The attention's (query tile, key tile) pairs of the timed steps and the share it skipped as
+// negligible (ops/attention.h, TileSkipping); the MFU fields still count every causal pair.
+void add_tile_counts(nlohmann::json& r) {
+  const ops::AttentionTileCounts n = ops::attention_tile_counts(true);
+  r["tile_skipping"] = ops::attention_tile_skipping() == ops::TileSkipping::On;
+  const double all = static_cast<double>(n.visited + n.skipped);
+  r["tiles_skipped_frac"] = all > 0 ? std::round(1e4 * static_cast<double>(n.skipped) / all) / 1e4 : 0.0;
+}
+
 void run_train(const Args& a) {
   const int64_t B = a.batch, T = a.tokens_per_sample;
   auto model_ptr = models::build_model(make_config(a, T));
@@ -180,6 +197,7 @@ void run_train(const Args& a) {
     ++update;
   };
   for (int i = 0; i < a.warmup; ++i) step();
+  ops::attention_tile_counts(true);
   const double w0 = wall_now(), c0 = cpu_now();
   for (int i = 0; i < a.steps; ++i) step();
   const double wall = (wall_now() - w0) / a.steps, cpu = (cpu_now() - c0) / a.steps;
@@ -188,6 +206,7 @@ void run_train(const Args& a) {
   r["B"] = B;
   r["T"] = T;
   add_rates(r, static_cast<double>(B * T), 3 * forward_flops_per_token(c, T), wall, cpu, num_threads());
+  add_tile_counts(r);
   r["step_s"] = std::round(wall * 1e4) / 1e4;
   r["steps"] = a.steps;
   r["checkpoint_activations"] = a.checkpoint_activations;
@@ -197,16 +216,28 @@ void run_train(const Args& a) {
 }
 
 void run_eval_one(const Args& a, int64_t T) {
-  auto model_ptr = models::build_model(make_config(a, T));
-  models::LanguageModel& model = *model_ptr;
-  model.init(a.seed);
-  const Dims c(model.config_json());
-  Rng rng(a.seed, 9);
-  data::MemoryTokenStream stream(random_tokens(rng, T, model.info().vocab_size), {T});
+  std::unique_ptr<models::LanguageModel> model_ptr;
+  std::shared_ptr<const data::TokenStream> stream_ptr;
   eval::EvalOptions o;
+  if (a.checkpoint.empty()) {
+    model_ptr = models::build_model(make_config(a, T));
+    model_ptr->init(a.seed);
+    Rng rng(a.seed, 9);
+    stream_ptr = std::make_shared<data::MemoryTokenStream>(random_tokens(rng, T, model_ptr->info().vocab_size),
+                                                           std::vector<int64_t>{T});
+  } else {  // as stretch eval-lm CHECKPOINT --path DATA --gen-subset valid --tokens-per-sample T
+    model_ptr = eval::load_eval_model(a.checkpoint, nlohmann::json::object(), nullptr);
+    const train::LmData d = train::open_lm_data(a.data);
+    stream_ptr = train::open_split_stream(a.data, "valid", d);
+    o.bos = d.bos, o.pad = d.pad, o.eos = d.eos;
+  }
+  models::LanguageModel& model = *model_ptr;
+  const data::TokenStream& stream = *stream_ptr;
+  const Dims c(model.config_json());
   o.tokens_per_sample = T;
   o.max_sentences = 1;
   for (int i = 0; i < a.warmup; ++i) eval::evaluate(model, stream, o);
+  ops::attention_tile_counts(true);
   const double w0 = wall_now(), c0 = cpu_now();
   eval::EvalResult res;
   for (int i = 0; i < a.steps; ++i) res = eval::evaluate(model, stream, o);
@@ -216,7 +247,9 @@ void run_eval_one(const Args& a, int64_t T) {
   r["params"] = model.params().numel();
   r["B"] = 1;
   r["T"] = T;
-  add_rates(r, static_cast<double>(T), forward_flops_per_token(c, T), wall, cpu, num_threads());
+  if (!a.checkpoint.empty()) r["checkpoint"] = a.checkpoint, r["scored"] = res.count;
+  add_rates(r, static_cast<double>(res.count), forward_flops_per_token(c, T), wall, cpu, num_threads());
+  add_tile_counts(r);
   r["pass_s"] = std::round(wall * 1e4) / 1e4;
   r["steps"] = a.steps;
   r["peak_rss_mb"] = std::round(peak_rss_mb() * 10) / 10;
@@ -263,9 +296,13 @@ int main(int argc, char** argv) {
                  "extra model config keys, e.g. '{\"adaptive_softmax_cutoff\":\"20000,60000\"}' (the mfu fields "
                  "count the full softmax's FLOPs whatever the head)");
   app.add_flag("--no-isolate", a.no_isolate, "eval: all lengths in this process");
+  app.add_option("--checkpoint", a.checkpoint, "eval: a trained checkpoint instead of random weights (with --data)");
+  app.add_option("--data", a.data, "eval: the checkpoint's data-bin; its valid split is scored");
   app.add_flag("--checkpoint-activations", a.checkpoint_activations,
                "train: recompute each block's activations in backward, as stretch train --checkpoint-activations");
   app.add_flag("--bf16", a.bf16, "bf16 matrix products (fp32 accumulation), as stretch train --bf16");
+  app.add_flag("--no-tile-skipping", a.no_tile_skipping,
+               "the attention visits key tiles whose probabilities all flush to zero (bitwise the same results)");
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(a.threads);
@@ -278,6 +315,9 @@ int main(int argc, char** argv) {
     g_core_peak = peak_gflops * 1e9;
     g_core_peak_bf16 = peak_gflops_bf16 * 1e9;
     if (a.bf16) ops::set_matmul_precision(ops::GemmPrecision::Bf16);
+    if (a.no_tile_skipping) ops::set_attention_tile_skipping(ops::TileSkipping::Off);
+    if (a.checkpoint.empty() != a.data.empty())
+      fail_usage("--checkpoint and --data go together", "give both or neither");
     if (a.mode == "train") {
       run_train(a);
     } else {

@@ -31,7 +31,8 @@
 #     (loss, ppl, gnorm, clip, lr, wpb, bsz, num_updates, valid_loss, ...) without the timing
 #     fields (wps, ups, wall, train_wall, valid_wps).
 #  3. eval-lm of each checkpoint_last.pt on valid: non-overlapping at L, at 2L, sliding window
-#     (--context-window L/2), and --kv-cache for alibi, t5, rope, none. Compared: the printed
+#     (--context-window L/2), and --kv-cache for alibi, t5, rope, none; alibi also at 32L (where
+#     the attention skips negligible far key tiles). Compared: the printed
 #     lines (without the timing), --results-json (without seconds, tokens/s, peak RSS, the path)
 #     and every token's NLL (--dump-nll). Each eval also runs the NEW binary on the
 #     REF binary's checkpoint: old checkpoints must load and give the same numbers.
@@ -97,7 +98,7 @@ data_dir="$(cd "${STRETCH_DATA_DIR:-$repo/../shared/data}" 2>/dev/null && pwd)" 
 
 build_sources() {  # build_sources SRCDIR OUTBIN LOG: build target stretch from SRCDIR, copy to OUTBIN
   local srcdir="$1" outbin="$2" log="$3" tree="$cache_root/tree"
-  mkdir -p "$tree/src" "$tree/build"
+  mkdir -p "$tree/src" "$tree/build" "$(dirname "$log")"
   sync_tree "$srcdir" "$tree/src"
   if [ ! -f "$tree/build/build.ninja" ]; then
     cmake -S "$tree/src" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -230,7 +231,8 @@ out = [f"exit status {open(d + '/rc').read().strip()}"]
 if mode == "train":
     # Since issue 16 the log is fairseq's (a logging prefix, fairseq's other lines, the epoch line
     # after the end-of-epoch validation with more fields, valid_wpb/bsz per batch); the new binary
-    # runs with --log-full-precision, and the fields both binaries mean the same way are compared.
+    # runs with --log-full-precision (so does a reference that has the flag), and the fields both
+    # binaries mean the same way are compared.
     KEEP = {"epoch", "loss", "ppl", "wpb", "bsz", "num_updates", "lr", "gnorm", "clip", "valid_loss", "valid_ppl",
             "valid_num_updates"}
     for line in open(d + "/stdout"):
@@ -339,15 +341,18 @@ configs=()    # "name|pos"
 for pos in "${positions[@]}"; do configs+=("$pos|$pos"); done
 configs+=("alibi+adam|alibi")
 if [ "$quick" = 0 ]; then configs+=("t5+adam|t5"); fi
+# A reference from issue 16 on prints fairseq's rounded log unless asked: both then log in full.
+ref_full=()
+if "$ref_bin" train --help 2>/dev/null | grep -q -- '--log-full-precision'; then ref_full=(--log-full-precision); fi
 for cfg in "${configs[@]}"; do
   name="${cfg%%|*}" pos="${cfg##*|}"
   opt=("${nag[@]}"); [ "$name" != "$pos" ] && opt=("${adam[@]}")
-  spawn "$work/ref/$name/train" "$ref_bin" "${common[@]}" --threads 1 --pos "$pos" "${opt[@]}"
+  spawn "$work/ref/$name/train" "$ref_bin" "${common[@]}" --threads 1 --pos "$pos" "${opt[@]}" "${ref_full[@]}"
   spawn "$work/new/$name/train" "$new_bin" "${common[@]}" --threads 1 --pos "$pos" "${opt[@]}" --log-full-precision
 done
 # Not a ref/new comparison: does the result depend on the thread count? (informational)
 if [ "$quick" = 0 ] && [ "$(getconf _NPROCESSORS_ONLN)" -ge 2 ]; then
-  spawn "$work/threads2/alibi/train" "$ref_bin" "${common[@]}" --threads 2 --pos alibi "${nag[@]}"
+  spawn "$work/threads2/alibi/train" "$ref_bin" "${common[@]}" --threads 2 --pos alibi "${nag[@]}" "${ref_full[@]}"
 fi
 drain
 for cfg in "${configs[@]}"; do
@@ -367,6 +372,8 @@ protocols() {  # the eval-lm protocols for a position method: "name|flags"
   fi
   echo "eval sliding L=$L ctx=$((L / 2))|--tokens-per-sample $L --context-window $((L / 2))"
   case "$1" in alibi|t5|rope|none) echo "eval kv-cache L=$L|--tokens-per-sample $L --kv-cache" ;; esac
+  # ALiBi at 32L: the steep heads' far key tiles are negligible and skipped (ops/attention_skip.h)
+  if [ "$1" = alibi ]; then echo "eval 32L=$((32 * L)) (far key tiles skipped)|--tokens-per-sample $((32 * L))"; fi
 }
 gen_pos="${positions[0]}"
 gens=("generate greedy|--temperature 0"

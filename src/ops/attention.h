@@ -219,6 +219,20 @@ BackwardSchedule attention_backward_schedule();
 // extra's slope or table gradient; the relative-key term; a learnable span).
 bool attention_backward_splits(const AttentionParams& p, int threads, const AttentionGrads& extra = {});
 
+// Key tiles whose probabilities all flush to zero (docs/architecture.md, "Negligible key tiles";
+// ops/attention_skip.h): with a distance penalty (linear ALiBi) the kernel bounds a tile's scores
+// from the norms of q and k and skips it (On, the default) or visits it anyway (Off); bitwise the
+// same results either way. Process-wide; tests and benches compare the two. The counts are
+// (query tile, key tile) pairs visited and skipped by both directions, summed over calls since the
+// last reset (relaxed atomics, one update per call).
+enum class TileSkipping : uint8_t { On, Off };
+void set_attention_tile_skipping(TileSkipping s);
+TileSkipping attention_tile_skipping();
+struct AttentionTileCounts {
+  int64_t visited = 0, skipped = 0;
+};
+AttentionTileCounts attention_tile_counts(bool reset = false);
+
 namespace ref {
 // The oracle: naive loops over an explicit [T, S] score matrix and [T, S] bias matrix per
 // (b, h); the relative-key term as the source codebases write it (Transformer-XL's q·Rᵀ then

@@ -11,11 +11,16 @@
 // |rel|, computed; log/clipped: f from the shared table), T5 accumulates
 // g_h[rel] = Σ_{(i,j): j−p_i=rel} ∂L/∂score_ij; bias_reduce_grad turns that into ∂L/∂θ for
 // the policy's per-head parameters θ (the slope; the T5 table column).
+// Negligible key tiles (attention_skip.h): bias_upper(lo, hi) is an upper bound of bias_h(rel)
+// over lo ≤ rel ≤ hi; kBounded marks the policies whose bound falls with distance (linear ALiBi,
+// causal or symmetric), the only ones the kernel asks.
 // A later policy with its own per-head parameter (Adaptive Span's z_h) adds an evaluator with
 // a grad() and a reduce rule here.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "ops/attention.h"
@@ -79,6 +84,8 @@ struct EvalNone {
     for (int jj = 0; jj < n; ++jj) s[jj] *= scale;
   }
   void grad(const float*, int, int32_t, BiasGrad&) const {}
+  static constexpr bool kBounded = false;  // no distance penalty: no key tile is ever negligible
+  float bias_upper(int32_t, int32_t) const { return 0.f; }
 #if defined(__AVX512F__)
   auto bias2(int32_t, float) const {
     return [](int, __mmask16) { return _mm512_setzero_ps(); };
@@ -99,6 +106,10 @@ struct EvalLinear {
 #pragma omp simd reduction(+ : sum)
     for (int jj = 0; jj < n; ++jj) sum += ds[jj] * static_cast<float>(rel0 + jj);
     acc.moment += sum;
+  }
+  static constexpr bool kBounded = true;
+  float bias_upper(int32_t lo, int32_t hi) const {
+    return std::max(m * static_cast<float>(lo), m * static_cast<float>(hi));
   }
 #if defined(__AVX512F__)
   auto bias2(int32_t rel0, float c) const {
@@ -121,6 +132,12 @@ struct EvalSymLinear {
 #pragma omp simd reduction(+ : sum)
     for (int jj = 0; jj < n; ++jj) sum += ds[jj] * std::fabs(static_cast<float>(rel0 + jj));
     acc.moment += sum;
+  }
+  static constexpr bool kBounded = true;
+  float bias_upper(int32_t lo, int32_t hi) const {
+    const float near = lo <= 0 && hi >= 0 ? 0.f : std::min(std::fabs(float(lo)), std::fabs(float(hi)));
+    const float far = std::max(std::fabs(float(lo)), std::fabs(float(hi)));
+    return m >= 0.f ? -m * near : -m * far;
   }
 #if defined(__AVX512F__)
   auto bias2(int32_t rel0, float c) const {
@@ -148,6 +165,8 @@ struct EvalAlibiShaped {
     for (int jj = 0; jj < n; ++jj) sum += ds[jj] * f[jj];
     acc.moment += sum;
   }
+  static constexpr bool kBounded = false;  // (a range maximum of the table: not worth it yet)
+  float bias_upper(int32_t, int32_t) const { return std::numeric_limits<float>::infinity(); }
 #if defined(__AVX512F__)
   auto bias2(int32_t rel0, float c) const {
     const __m512 mc = _mm512_set1_ps(neg_m * c);
@@ -172,6 +191,8 @@ struct EvalTable {
 #pragma omp simd
     for (int jj = 0; jj < n; ++jj) g[jj] += ds[jj];
   }
+  static constexpr bool kBounded = false;
+  float bias_upper(int32_t, int32_t) const { return std::numeric_limits<float>::infinity(); }
 #if defined(__AVX512F__)
   auto bias2(int32_t rel0, float c) const {
     const __m512 vc = _mm512_set1_ps(c);

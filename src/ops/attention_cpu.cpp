@@ -7,11 +7,14 @@
 //   online softmax (running max m, running sum l, rescale of the output accumulator),
 //   dropout on the probabilities, O += P · V_tile.
 // Causal tiles entirely above the diagonal and tiles entirely outside the window are never
-// visited. Memory: the output accumulator [kBq, D] and one [kBq, kBk] tile per thread, the
-// transposed K (same size as K), bias tables O(H·(S+T)) — never a T×S matrix.
+// visited; with linear ALiBi neither are earlier key tiles whose probabilities would all flush to
+// zero (attention_skip.h: a bound from |q|, max |k| and the bias; bitwise the same out and lse).
+// Memory: the output accumulator [kBq, D] and one [kBq, kBk] tile per thread, the transposed K
+// (same size as K), bias tables O(H·(S+T)) — never a T×S matrix.
 //
 // The backward is in attention_cpu_backward.cpp; what both share in attention_cpu_common.h.
 #include "ops/attention_cpu_common.h"
+#include "ops/attention_skip.h"
 
 namespace stretch::ops {
 namespace {
@@ -27,6 +30,8 @@ struct FwdScratch {
   float* qc;    // [kBq, D] q + u (relative-key term with u)
   float* qr;    // [kBq, D] q + w (relative-key term with w)
   float* band;  // [kBq, band_ld] (q + w)·R over the distances of the query tile's key tiles
+  float* qn;    // [kBq] |q_r| (negligible key tiles, attention_skip.h)
+  int64_t visited = 0, skipped = 0;  // (query tile, key tile) pairs of this thread
   uint16_t* qb = nullptr;  // bf16 path: [kBq, dp2] the query tile in bf16
   uint16_t* pb = nullptr;  // bf16 path: [kBq, kBk] P∘Z in bf16 (columns ≥ nk zero)
 };
@@ -34,9 +39,8 @@ struct FwdScratch {
 // Bf: the bf16 path (Q·Kᵀ and P·V as bf16 tile products from bp; everything else as in fp32).
 template <class Eval, bool Bf>
 void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm,
-                        const uint8_t* pad_tile,
-                        int64_t bh, int64_t qt, float* out, float* lse, const float* q, const float* kt_pack,
-                        const float* v, const float* v_pack, const Bf16Packs& bp, FwdScratch& w) {
+                        const uint8_t* pad_tile, const float* kn, int64_t bh, int64_t qt, float* out, float* lse,
+                        const float* q, const float* kt_pack, const float* v, const float* v_pack, const Bf16Packs& bp, FwdScratch& w) {
   const int64_t b = bh / g.H, h = bh % g.H, D = g.D;
   const int64_t i0 = qt * kBq;
   const int mq = static_cast<int>(std::min<int64_t>(kBq, g.T - i0));
@@ -62,6 +66,8 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
   std::fill(w.o, w.o + mq * D, 0.f);
   std::fill(w.m, w.m + mq, kNegInf);
   std::fill(w.l, w.l + mq, 0.f);
+  // kn (non-null when this call may skip): max |k| per key tile; the rows' |q| for the test.
+  if (kn != nullptr) row_norms(w.qn, Q, ldq, mq, D);
   // AVX-512 (attention_exp.h, exp2_row_lazy): bias, mask, lazy maximum and exp in one pass over
   // registers, the mask as the row's visible run; the relative-key band joins the bias there (a
   // reversed load of the row's run). Key padding (not a run) and the span mask (a pass of its own)
@@ -80,6 +86,12 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
   for (int64_t kt = kt_last; kt >= kt_first; --kt) {
     const int64_t j0 = kt * kBk;
     const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
+    if (kn != nullptr && kt != kt_last &&
+        tile_negligible(ev, w.qn, w.m, kLog2Units, mq, p0, j0, nk, kn[bh * g.n_kt + kt], g.scale)) {
+      ++w.skipped;
+      continue;
+    }
+    ++w.visited;
     const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
 #if STRETCH_ATTN_BF16
     if constexpr (Bf)
@@ -194,17 +206,20 @@ void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const
 #endif
   PoolArray<uint8_t> pad_tile(static_cast<size_t>(g.B * g.n_kt));
   padded_tiles(pad_tile.data(), g);
+  const bool skip = skipping_applies<Eval>(rs, sm);
+  PoolArray<float> kn(skip ? static_cast<size_t>(BH * g.n_kt) : 0);
+  if (skip) key_tile_norms(kn.data(), k, g);
 
   const int nthr = omp_get_max_threads();
   const size_t rel = rs.on ? static_cast<size_t>(2 * kBq * D + kBq * attn::band_ld(kBq, g.s_pad)) : 0;
-  const size_t per = static_cast<size_t>(kBq * kBk + kBq * D + 2 * kBq + kBk) + rel;
+  const size_t per = static_cast<size_t>(kBq * kBk + kBq * D + 3 * kBq + kBk) + rel;
   PoolArray<float> scratch(per * nthr);
   PoolArray<uint16_t> scratch16(per16 * nthr);
   const int64_t n_work = BH * g.n_qt;
 #pragma omp parallel num_threads(nthr)
   {
     float* base = scratch.data() + per * omp_get_thread_num();
-    float* rel_base = base + kBq * kBk + kBq * D + 2 * kBq + kBk;
+    float* rel_base = base + kBq * kBk + kBq * D + 3 * kBq + kBk;
     FwdScratch w{base,
                  base + kBq * kBk,
                  base + kBq * kBk + kBq * D,
@@ -212,7 +227,8 @@ void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const
                  base + kBq * kBk + kBq * D + 2 * kBq,
                  rel_base,
                  rel_base + kBq * D,
-                 rel_base + 2 * kBq * D};
+                 rel_base + 2 * kBq * D,
+                 base + kBq * kBk + kBq * D + 2 * kBq + kBk};
     if (Bf) {
       w.qb = scratch16.data() + per16 * omp_get_thread_num();
       w.pb = w.qb + kBq * bp.dp2;
@@ -221,9 +237,10 @@ void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const
 #pragma omp for schedule(dynamic, 1)
     for (int64_t wi = 0; wi < n_work; ++wi) {
       const int64_t qt = g.n_qt - 1 - wi / BH, bh = wi % BH;
-      forward_query_tile<Eval, Bf>(g, bs, rs, sm, pad_tile.data(), bh, qt, out, lse, q, kt_pack.data(), v,
-                                   pack_v ? v_pack.data() : nullptr, bp, w);
+      forward_query_tile<Eval, Bf>(g, bs, rs, sm, pad_tile.data(), skip ? kn.data() : nullptr, bh, qt, out, lse, q,
+                                   kt_pack.data(), v, pack_v ? v_pack.data() : nullptr, bp, w);
     }
+    count_tiles(w.visited, w.skipped);
   }
 }
 

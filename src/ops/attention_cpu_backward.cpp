@@ -12,7 +12,10 @@
 // g_h[j − p_i] += dS (reduced to ∂L/∂θ by attention_bias.cpp, summed over b in fixed order).
 // With the relative-key term the head's tiles are visited query tile first instead, so that each
 // query tile's band G is complete before its products with R (docs/architecture.md).
+// With linear ALiBi a (key tile, query tile) pair whose P would flush to zero in every entry
+// (attention_skip.h: bounded from |q|, max |k|, the bias and lse) is skipped: it adds exact zeros.
 #include "ops/attention_cpu_common.h"
+#include "ops/attention_skip.h"
 
 namespace stretch::ops {
 namespace {
@@ -42,6 +45,10 @@ struct BwdScratch {
   uint16_t* pp = nullptr;   // [kBq / 2, kBk, 2] P∘Z pair-packed over queries
   uint16_t* dsp = nullptr;  // [kBq / 2, kBk, 2] scale·dS pair-packed over queries
   uint16_t* dsb = nullptr;  // [kBq, kBk] scale·dS rows (A of dQ += dS·K)
+  // Negligible pairs (attention_skip.h; null when the call does not skip), shared by all threads:
+  const float* kn = nullptr;  // [B·H, n_kt] max |k| per key tile
+  const float* qn = nullptr;  // [B·H, T] |q_i|
+  int64_t visited = 0, skipped = 0;  // pairs of this thread
 };
 
 #if STRETCH_ATTN_BF16
@@ -160,6 +167,12 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
     const int nk = static_cast<int>(std::min<int64_t>(kBk, g.S - j0));
     const int mq = static_cast<int>(std::min<int64_t>(kBq, T - i0));
     const int64_t p0 = g.off + i0, p1 = p0 + mq - 1;
+    if (w.kn != nullptr && tile_negligible(ev, w.qn + bh * T + i0, lse + bh * T + i0, false, mq, p0, j0, nk,
+                                           w.kn[bh * g.n_kt + kt], g.scale)) {
+      ++w.skipped;
+      return;
+    }
+    ++w.visited;
     const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
 #if STRETCH_ATTN_BF16
     if constexpr (Bf) {
@@ -445,6 +458,14 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
   PoolArray<uint16_t> scratch16(per16 * static_cast<size_t>(omp_get_max_threads()));
   PoolArray<uint8_t> pad_tile(static_cast<size_t>(g.B * g.n_kt));
   padded_tiles(pad_tile.data(), g);
+  const bool skip = skipping_applies<Eval>(rs, sm);
+  PoolArray<float> kn(skip ? static_cast<size_t>(BH * g.n_kt) : 0);
+  PoolArray<float> qn(skip ? static_cast<size_t>(BH * T) : 0);
+  if (skip) {
+    key_tile_norms(kn.data(), k, g);
+#pragma omp parallel for schedule(static)
+    for (int64_t bh = 0; bh < BH; ++bh) row_norms(qn.data() + bh * T, q + g.q_at(bh), g.qs.row, static_cast<int>(T), D);
+  }
   const size_t n_partial = static_cast<size_t>(BH) * bs.n_params;
   PoolArray<double> partial(n_partial);
   std::fill(partial.data(), partial.data() + n_partial, 0.0);
@@ -477,6 +498,7 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
       w.ccol = w.gdist + rs.ncols;
     }
     if (Bf) bwd_bf16_scratch(w, scratch16.data() + per16 * omp_get_thread_num(), g, bp);
+    if (skip) w.kn = kn.data(), w.qn = qn.data();
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < n_tasks; ++t) {
       const BwdTask task = tasks[t];
@@ -485,6 +507,7 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
       if (bs.n_params > 0)  // head schedule only (split_schedule)
         attn::bias_reduce_grad(bs, p, task.bh % g.H, w.grad, partial.data() + task.bh * bs.n_params);
     }
+    count_tiles(w.visited, w.skipped);
   }
   attn::bias_scatter_grad(bs, p, partial.data(), extra);
   if (rs.learn()) attn::relkey_scatter_grad(rs, p, part, extra);

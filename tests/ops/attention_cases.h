@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "ops/alibi.h"
 #include "ops/attention.h"
+#include "ops/gemm.h"
 
 namespace stretch::ops::testing {
 
@@ -25,6 +26,15 @@ inline double rel_err(const std::vector<double>& fd, const std::vector<double>& 
   }
   return err / mag;
 }
+
+// Sets the matrix-product precision (the bf16 attention path follows it) for a scope.
+struct PrecisionScope {
+  explicit PrecisionScope(GemmPrecision p) : saved(matmul_precision()) { set_matmul_precision(p); }
+  ~PrecisionScope() { set_matmul_precision(saved); }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+  GemmPrecision saved;
+};
 
 enum class Padding : uint8_t {
   None,

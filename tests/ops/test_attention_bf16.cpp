@@ -22,6 +22,7 @@ namespace {
 using testing::AttnCase;
 using testing::Learn;
 using testing::Padding;
+using testing::PrecisionScope;
 using testing::Problem;
 using testing::scaled_error;
 
@@ -44,10 +45,6 @@ using testing::scaled_error;
 constexpr double kTolOut32 = 1.5e-2, kTolGrad32 = 2e-2, kTolParam32 = 5e-2;
 constexpr double kTolOutRef = 1e-2, kTolLseRef = 1e-6, kTolGradRef = 1.5e-2, kTolParamRef = 3e-2;
 
-struct PrecisionScope {
-  explicit PrecisionScope(GemmPrecision p) { set_matmul_precision(p); }
-  ~PrecisionScope() { set_matmul_precision(GemmPrecision::Fp32); }
-};
 
 std::vector<float> bf16_rounded(const std::vector<float>& x) {
   std::vector<float> r(x.size());

@@ -21,6 +21,7 @@ namespace {
 using testing::AttnCase;
 using testing::Learn;
 using testing::Padding;
+using testing::PrecisionScope;
 using testing::Problem;
 
 constexpr auto kBidir = AttentionMask::Bidirectional;
@@ -64,11 +65,6 @@ struct ScheduleScope {
   BackwardSchedule saved;
 };
 
-struct PrecisionScope {
-  explicit PrecisionScope(GemmPrecision p) : saved(matmul_precision()) { set_matmul_precision(p); }
-  ~PrecisionScope() { set_matmul_precision(saved); }
-  GemmPrecision saved;
-};
 
 // Backward under schedule s: accumulating onto a nonzero start (the += contract), or overwriting
 // NaN-filled buffers.
