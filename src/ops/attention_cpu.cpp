@@ -40,7 +40,8 @@ struct FwdScratch {
 template <class Eval, bool Bf>
 void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm,
                         const uint8_t* pad_tile, const float* kn, int64_t bh, int64_t qt, float* out, float* lse,
-                        const float* q, const float* kt_pack, const float* v, const float* v_pack, const Bf16Packs& bp, FwdScratch& w) {
+                        const float* q, const float* kt_pack, const float* v, const float* v_pack, const Bf16Packs& bp,
+                        FwdScratch& w) {
   const int64_t b = bh / g.H, h = bh % g.H, D = g.D;
   const int64_t i0 = qt * kBq;
   const int mq = static_cast<int>(std::min<int64_t>(kBq, g.T - i0));

@@ -1,5 +1,5 @@
 // ops/attention_skip.h — internal to the fused CPU attention kernel: key tiles whose probabilities
-// are all negligible, skipped in the forward.
+// are all negligible, skipped in the forward and the backward.
 //
 // With a distance penalty (linear ALiBi, the default) a query row's far keys carry probabilities
 // far below float resolution: at slope 1/4, 256 keys back the bias alone is e^−64. The kernel
@@ -12,9 +12,11 @@
 //            ≤ scale·|q_r|·max_{j∈tile}|k_j|·(1 + kSlack) + bias_upper(the tile's rels),
 // and skips the tile when the bound is more than kSkipNats below m_r for every row (m_r: the
 // forward's running reference point, which the tile could not move; the backward's lse_r, from
-// which it recomputes P). The result is bitwise the one of visiting the tile. kSlack covers the
-// rounding of the products and norms (fp32: D·2^−24 relative; bf16 operands: about 2^−8), the
-// relative margin kRelMargin the rounding of scores, biases and unit conversions of large size.
+// which it recomputes P). The result is bitwise the one of visiting the tile (for finite v and
+// dout: 0·∞ would have made a NaN; a NaN or ∞ in q or k makes the bound NaN, never skipped).
+// kSlack covers the rounding of the products and norms (fp32: D·2^−24 relative; bf16 operands:
+// about 2^−8), the relative margin kRelMargin the rounding of scores, biases and unit conversions
+// of large size.
 //
 // Only policies whose bias falls with distance ask (attn::Eval*::kBounded); with no penalty or a
 // relative-key term / soft span mask (their own score terms) every tile is visited as before.
