@@ -28,6 +28,9 @@
 //   BwdSchedule/T/H/bf16       backward, B = 1 and H heads: the split schedule (Auto) against
 //                              one task per (b, h), interleaved; head_over_auto = wall-time ratio.
 //   Long/32768                 fused forward, B = 1, H = 4, D = 64, ALiBi: peak resident set.
+//   TrainShape/bf16/T          fused fwd + bwd at the small model's training shape (B = 8, H = 4,
+//                              D = 64, causal ALiBi; T 128 and 512), fp32 (0) or bf16 (1): short
+//                              rows, where the per-call packs and the diagonal tiles weigh most.
 // Counters: GFLOPs = useful causal FLOP rate per wall second (4·D per visible (i, j) forward,
 // 10·D backward: QKᵀ, P·V; recomputed QKᵀ, dO·Vᵀ, dV, dK, dQ), cpu_GFLOPs = the same per
 // CPU-second of this process (all threads: a per-core rate that other jobs on the shared
@@ -50,6 +53,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -600,6 +604,30 @@ void BM_Long(benchmark::State& st) {
   report(st, in, 4.0, mp, t0);
 }
 
+// The small model's training shape (see the header): range(0) = bf16, range(1) = T.
+void BM_TrainShape(benchmark::State& st) {
+  if (st.range(0) && !attention_bf16_supported()) {
+    st.SkipWithError("no avx512_bf16: attention runs fp32 under --bf16 here");
+    return;
+  }
+  Inputs in(8, 4, st.range(1), 64);
+  const AttentionParams p = in.params(Bias::Alibi);
+  std::optional<Bf16Scope> scope;
+  if (st.range(0)) gemm_bf16_cpu_gflops(), scope.emplace();
+  fused_fwd(in, p);
+  MemProbe mp;
+  mp.start();
+  const Stamp t0 = Stamp::now();
+  for (auto _ : st) {
+    fused_fwd(in, p);
+    fused_bwd(in, p, nullptr);
+  }
+  if (st.range(0))
+    report_bf16(st, in, 14.0, mp, t0);
+  else
+    report(st, in, 14.0, mp, t0);
+}
+
 BENCHMARK(BM_Gemm)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_FusedFwd)->ArgsProduct({{512, 2048, 8192}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_FusedFwdBwd)->ArgsProduct({{512, 2048, 8192}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
@@ -613,6 +641,7 @@ BENCHMARK(BM_ReferenceFwdBwd)->Arg(512)->Iterations(1)->Unit(benchmark::kMillise
 BENCHMARK(BM_AlibiOverhead)->Arg(2048)->Iterations(15)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_AlibiVariants)->Arg(4096)->Iterations(7)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_BwdSchedule)->ArgsProduct({{512, 2048}, {1, 3}, {0, 1}})->Iterations(9)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TrainShape)->ArgsProduct({{0, 1}, {128, 512}})->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_Long)->Arg(32768)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 
 }  // namespace

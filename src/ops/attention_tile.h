@@ -117,25 +117,31 @@ inline void tile_gemm(int m, int n, int k, const float* a, int64_t lda, const fl
 
 // dst[x·ldd + y] = src[y·lds + x] for x, y < kLanes: one kLanes × kLanes block transposed in
 // registers, rows y ≥ rows read as zeros. log2(kLanes) butterfly stages: the stage of stride t
-// swaps the off-diagonal t × t blocks of every 2t × 2t block (pairs of rows i, i + t).
-template <int T, size_t... L>
-inline void swap_blocks(VecF& a, VecF& b, std::index_sequence<L...>) {
-  const VecF lo = __builtin_shufflevector(a, b, ((L & T) == 0 ? L : kLanes + L - T)...);
-  const VecF hi = __builtin_shufflevector(a, b, ((L & T) == 0 ? L + T : kLanes + L)...);
+// swaps the off-diagonal t × t blocks of every 2t × 2t block (pairs of rows i, i + t); V is any
+// kLanes-element vector type (VecF; 32-bit words for the bf16 packs): only bits move.
+template <int T, class V, size_t... L>
+inline void swap_blocks(V& a, V& b, std::index_sequence<L...>) {
+  const V lo = __builtin_shufflevector(a, b, ((L & T) == 0 ? L : kLanes + L - T)...);
+  const V hi = __builtin_shufflevector(a, b, ((L & T) == 0 ? L + T : kLanes + L)...);
   a = lo, b = hi;
 }
-template <int T>
-inline void butterfly(VecF* r) {
+template <int T, class V>
+inline void butterfly(V* r) {
   for (int i = 0; i < kLanes; ++i)
     if ((i & T) == 0) swap_blocks<T>(r[i], r[i + T], std::make_index_sequence<kLanes>{});
 }
-inline void transpose_block(float* dst, int64_t ldd, const float* src, int64_t lds, int rows) {
-  VecF r[kLanes];
-  for (int y = 0; y < kLanes; ++y) r[y] = y < rows ? *reinterpret_cast<const VecFU*>(src + y * lds) : VecF{};
+// r[y][x] ← r[x][y]: a kLanes × kLanes block transposed in registers.
+template <class V>
+inline void transpose_regs(V* r) {
   butterfly<1>(r);
   butterfly<2>(r);
   butterfly<4>(r);
   if constexpr (kLanes == 16) butterfly<8>(r);
+}
+inline void transpose_block(float* dst, int64_t ldd, const float* src, int64_t lds, int rows) {
+  VecF r[kLanes];
+  for (int y = 0; y < kLanes; ++y) r[y] = y < rows ? *reinterpret_cast<const VecFU*>(src + y * lds) : VecF{};
+  transpose_regs(r);
   for (int x = 0; x < kLanes; ++x) *reinterpret_cast<VecFU*>(dst + x * ldd) = r[x];
 }
 
