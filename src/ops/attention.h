@@ -221,8 +221,10 @@ bool attention_backward_splits(const AttentionParams& p, int threads, const Atte
 
 // Key tiles whose probabilities all flush to zero (docs/architecture.md, "Negligible key tiles";
 // ops/attention_skip.h): with a distance penalty (linear ALiBi) the kernel bounds a tile's scores
-// from the norms of q and k and skips it (On, the default) or visits it anyway (Off); bitwise the
-// same results either way. Process-wide; tests and benches compare the two. The counts are
+// from the norms of q and k and skips it (On, the default) or visits it anyway (Off); and on a
+// masked (causal, windowed) tile it computes each block of 8 query rows only up to the block's
+// last visible key (On; whole tiles with Off, any policy). Bitwise the same results either way.
+// Process-wide; tests and benches compare the two. The counts are
 // (query tile, key tile) pairs visited and skipped by both directions, summed over calls since the
 // last reset (relaxed atomics, one update per call).
 enum class TileSkipping : uint8_t { On, Off };

@@ -9,6 +9,8 @@
 // Causal tiles entirely above the diagonal and tiles entirely outside the window are never
 // visited; with linear ALiBi neither are earlier key tiles whose probabilities would all flush to
 // zero (attention_skip.h: a bound from |q|, max |k| and the bias; bitwise the same out and lse).
+// On a masked tile (the diagonal one) S and P·V stop, for each block of 8 rows, at the block's
+// last visible key (attention_skip.h, BlockKeys): what lies past it is masked, its P exactly 0.
 // Memory: the output accumulator [kBq, D] and one [kBq, kBk] tile per thread, the transposed K
 // (same size as K), bias tables O(H·(S+T)) — never a T×S matrix.
 //
@@ -39,7 +41,8 @@ struct FwdScratch {
 // Bf: the bf16 path (Q·Kᵀ and P·V as bf16 tile products from bp; everything else as in fp32).
 template <class Eval, bool Bf>
 void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const SpanMaskSetup& sm,
-                        const uint8_t* pad_tile, const float* kn, int64_t bh, int64_t qt, float* out, float* lse,
+                        const uint8_t* pad_tile, const float* kn, bool trim, int64_t bh, int64_t qt, float* out,
+                        float* lse,
                         const float* q, const float* kt_pack, const float* v, const float* v_pack, const Bf16Packs& bp,
                         FwdScratch& w) {
   const int64_t b = bh / g.H, h = bh % g.H, D = g.D;
@@ -94,13 +97,21 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
     }
     ++w.visited;
     const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
+    // S's columns and P·V's keys per block of rows (attention_skip.h; the whole tile unless masked):
+    // the scores past a block's end stay unwritten and are masked below (never read as scores).
+    const BlockKeys ends = block_key_ends(g, p0, j0, nk, mq, trim && masked);
+    for (int i = 0; i < mq; i += kTrimRows) {
+      const int rows = std::min(kTrimRows, mq - i), end = ends.end[i / kTrimRows];
+      if (end == 0) continue;
 #if STRETCH_ATTN_BF16
-    if constexpr (Bf)
-      attn::tile_gemm_bf16<Init::Zero>(mq, kBk, static_cast<int>(bp.dp2 / 2), w.qb, bp.dp2,
-                                       bp.kd + (bh * g.n_kt + kt) * bp.d_tile(), kBk, w.s, kBk);
-    else
+      if constexpr (Bf)
+        attn::tile_gemm_bf16<Init::Zero>(rows, end, static_cast<int>(bp.dp2 / 2), w.qb + i * bp.dp2, bp.dp2,
+                                         bp.kd + (bh * g.n_kt + kt) * bp.d_tile(), kBk, w.s + i * kBk, kBk);
+      else
 #endif
-      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Qc, ldqc, Kt + kt * D * kBk, kBk, w.s, kBk);
+        tile_gemm<Init::Zero, ALayout::Rows>(rows, fp32_columns(end), static_cast<int>(D), Qc + i * ldqc, ldqc,
+                                             Kt + kt * D * kBk, kBk, w.s + i * kBk, kBk);
+    }
     for (int r = 0; r < mq; ++r) {
       float* s = w.s + r * kBk;
       const int64_t pos = p0 + r;
@@ -162,13 +173,20 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
       }
     }
 #if STRETCH_ATTN_BF16
-    if constexpr (Bf) {
-      attn::to_bf16_rows(w.pb, kBk, w.s, kBk, mq, nk);
-      attn::tile_gemm_bf16<Init::Accumulate>(mq, static_cast<int>(D), (nk + 1) / 2, w.pb, kBk,
-                                             bp.vj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, w.o, D);
-    } else
+    if constexpr (Bf) attn::to_bf16_rows(w.pb, kBk, w.s, kBk, mq, nk);
 #endif
-      tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.s, kBk, V + j0 * ldv, ldv, w.o, D);
+    for (int i = 0; i < mq; i += kTrimRows) {
+      const int rows = std::min(kTrimRows, mq - i), end = ends.end[i / kTrimRows];
+      if (end == 0) continue;
+#if STRETCH_ATTN_BF16
+      if constexpr (Bf)
+        attn::tile_gemm_bf16<Init::Accumulate>(rows, static_cast<int>(D), (end + 1) / 2, w.pb + i * kBk, kBk,
+                                               bp.vj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, w.o + i * D, D);
+      else
+#endif
+        tile_gemm<Init::Accumulate, ALayout::Rows>(rows, static_cast<int>(D), end, w.s + i * kBk, kBk, V + j0 * ldv,
+                                                   ldv, w.o + i * D, D);
+    }
   }
   for (int r = 0; r < mq; ++r) {
     float* o = out + g.o_at(bh) + (i0 + r) * g.os.row;
@@ -210,6 +228,7 @@ void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const
   const bool skip = skipping_applies<Eval>(rs, sm);
   PoolArray<float> kn(skip ? static_cast<size_t>(BH * g.n_kt) : 0);
   if (skip) key_tile_norms(kn.data(), k, g);
+  const bool trim = trimming_applies(rs, sm);
 
   const int nthr = omp_get_max_threads();
   const size_t rel = rs.on ? static_cast<size_t>(2 * kBq * D + kBq * attn::band_ld(kBq, g.s_pad)) : 0;
@@ -238,8 +257,8 @@ void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const
 #pragma omp for schedule(dynamic, 1)
     for (int64_t wi = 0; wi < n_work; ++wi) {
       const int64_t qt = g.n_qt - 1 - wi / BH, bh = wi % BH;
-      forward_query_tile<Eval, Bf>(g, bs, rs, sm, pad_tile.data(), skip ? kn.data() : nullptr, bh, qt, out, lse, q,
-                                   kt_pack.data(), v, pack_v ? v_pack.data() : nullptr, bp, w);
+      forward_query_tile<Eval, Bf>(g, bs, rs, sm, pad_tile.data(), skip ? kn.data() : nullptr, trim, bh, qt, out,
+                                   lse, q, kt_pack.data(), v, pack_v ? v_pack.data() : nullptr, bp, w);
     }
     count_tiles(w.visited, w.skipped);
   }

@@ -14,6 +14,7 @@
 // query tile's band G is complete before its products with R (docs/architecture.md).
 // With linear ALiBi a (key tile, query tile) pair whose P would flush to zero in every entry
 // (attention_skip.h: bounded from |q|, max |k|, the bias and lse) is skipped: it adds exact zeros.
+// On a masked pair S, dP and dQ's product stop at each 8-row block's last visible key (BlockKeys).
 #include "ops/attention_cpu_common.h"
 #include "ops/attention_skip.h"
 
@@ -49,6 +50,7 @@ struct BwdScratch {
   const float* kn = nullptr;  // [B·H, n_kt] max |k| per key tile
   const float* qn = nullptr;  // [B·H, T] |q_i|
   int64_t visited = 0, skipped = 0;  // pairs of this thread
+  bool trim = false;  // masked tiles by row blocks (attention_skip.h)
 };
 
 #if STRETCH_ATTN_BF16
@@ -174,25 +176,34 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
     }
     ++w.visited;
     const bool masked = !tile_all_visible(g, p0, p1, j0, nk, pad_tile[b * g.n_kt + kt] != 0);
+    // S's and dP's columns and dQ's keys per block of rows (attention_skip.h): past a block's end
+    // the scores are masked and dP is set to 0 below, so P and dS are exact zeros there.
+    const BlockKeys ends = block_key_ends(g, p0, j0, nk, mq, w.trim && masked);
+    for (int rb = 0; rb < mq; rb += kTrimRows) {
+      const int rows = std::min(kTrimRows, mq - rb), end = ends.end[rb / kTrimRows];
+      if (end == 0) continue;
 #if STRETCH_ATTN_BF16
-    if constexpr (Bf) {
-      const int64_t at = (bh * g.n_kt + kt) * bp.d_tile();
-      attn::tile_gemm_bf16<Init::Zero>(mq, kBk, static_cast<int>(bp.dp2 / 2), w.qb + i0 * bp.dp2, bp.dp2,
-                                       bp.kd + at, kBk, w.s, kBk);
-      attn::tile_gemm_bf16<Init::Zero>(mq, kBk, static_cast<int>(bp.dp2 / 2), w.dob + i0 * bp.dp2, bp.dp2,
-                                       bp.vd + at, kBk, w.dp, kBk);
-    } else
+      if constexpr (Bf) {
+        const int64_t at = (bh * g.n_kt + kt) * bp.d_tile();
+        attn::tile_gemm_bf16<Init::Zero>(rows, end, static_cast<int>(bp.dp2 / 2), w.qb + (i0 + rb) * bp.dp2, bp.dp2,
+                                         bp.kd + at, kBk, w.s + rb * kBk, kBk);
+        attn::tile_gemm_bf16<Init::Zero>(rows, end, static_cast<int>(bp.dp2 / 2), w.dob + (i0 + rb) * bp.dp2,
+                                         bp.dp2, bp.vd + at, kBk, w.dp + rb * kBk, kBk);
+      } else
 #endif
-    {
-      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), Qc + i0 * ldqc, ldqc, Kt + kt * D * kBk,
-                                           kBk, w.s, kBk);
-      tile_gemm<Init::Zero, ALayout::Rows>(mq, kBk, static_cast<int>(D), dO + i0 * ldo, ldo, Vt + kt * D * kBk,
-                                           kBk, w.dp, kBk);
+      {
+        const int n = fp32_columns(end);
+        tile_gemm<Init::Zero, ALayout::Rows>(rows, n, static_cast<int>(D), Qc + (i0 + rb) * ldqc, ldqc,
+                                             Kt + kt * D * kBk, kBk, w.s + rb * kBk, kBk);
+        tile_gemm<Init::Zero, ALayout::Rows>(rows, n, static_cast<int>(D), dO + (i0 + rb) * ldo, ldo,
+                                             Vt + kt * D * kBk, kBk, w.dp + rb * kBk, kBk);
+      }
     }
     for (int r = 0; r < mq; ++r) {
       const int64_t i = i0 + r, pos = p0 + r;
       float* s = w.s + r * kBk;
       float* dp = w.dp + r * kBk;
+      std::fill(dp + ends.end[r / kTrimRows], dp + nk, 0.f);  // unwritten (masked keys): dS = P·(0 − δ) = 0
       const int32_t rel0 = static_cast<int32_t>(j0 - pos);
       if (rs.on) attn::relkey_add_row(s, nk, w.band + r * ld_band, r, j_end - j0);
       ev(s, nk, rel0, g.scale);
@@ -251,9 +262,13 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
       }
       if (do_q) {
         attn::to_bf16_rows(w.dsb, kBk, w.dp, kBk, mq, nk);
-        attn::tile_gemm_bf16<Init::Accumulate>(mq, static_cast<int>(D), (nk + 1) / 2, w.dsb, kBk,
-                                               bp.kj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, dQ + i0 * ldq,
-                                               ldq);
+        for (int rb = 0; rb < mq; rb += kTrimRows) {
+          const int end = ends.end[rb / kTrimRows];
+          if (end > 0)
+            attn::tile_gemm_bf16<Init::Accumulate>(std::min(kTrimRows, mq - rb), static_cast<int>(D), (end + 1) / 2,
+                                                   w.dsb + rb * kBk, kBk, bp.kj + (bh * g.n_kt + kt) * bp.j_tile(),
+                                                   bp.ldn, dQ + (i0 + rb) * ldq, ldq);
+        }
       }
       return;
     }
@@ -265,8 +280,12 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
                                                  dk_acc, ld_acc);
     }
     if (do_q)
-      tile_gemm<Init::Accumulate, ALayout::Rows>(mq, static_cast<int>(D), nk, w.dp, kBk, K + j0 * ldk, ldk,
-                                                 dQ + i0 * ldq, ldq);
+      for (int rb = 0; rb < mq; rb += kTrimRows) {
+        const int end = ends.end[rb / kTrimRows];
+        if (end > 0)
+          tile_gemm<Init::Accumulate, ALayout::Rows>(std::min(kTrimRows, mq - rb), static_cast<int>(D), end,
+                                                     w.dp + rb * kBk, kBk, K + j0 * ldk, ldk, dQ + (i0 + rb) * ldq, ldq);
+      }
   };
 
   if (rs.on) {
@@ -499,6 +518,7 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
     }
     if (Bf) bwd_bf16_scratch(w, scratch16.data() + per16 * omp_get_thread_num(), g, bp);
     if (skip) w.kn = kn.data(), w.qn = qn.data();
+    w.trim = trimming_applies(rs, sm);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < n_tasks; ++t) {
       const BwdTask task = tasks[t];

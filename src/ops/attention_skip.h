@@ -89,4 +89,31 @@ bool tile_negligible(const Eval& ev, const float* qn, const float* ref, bool log
   return true;
 }
 
+// Masked tiles, row block by row block. A causal (or windowed) row sees the tile's keys up to a
+// bound that grows with the row, so every product over a block of kTrimRows rows whose other
+// operand runs over keys (S = Q·Kᵀ, dP = dO·Vᵀ: columns; O += P·V, dQ += dS·K: the summed
+// dimension) can stop at the bound of the block's last row: past it the scores are masked (−inf),
+// P and dS exact zeros, and the terms left out add exact zeros (bitwise the whole tile's result,
+// as for skipped tiles). On a diagonal tile that is 25% of each column-bounded product and ~44%
+// of each summed one. Where skipping's switch is On and there is no score term of its own
+// (relative keys, span mask); with it Off every block takes the whole tile.
+inline constexpr int kTrimRows = 8;
+struct BlockKeys {
+  int end[(kBq + kTrimRows - 1) / kTrimRows];  // keys [0, end[i]) of the tile for rows [8i, 8i + 8)
+};
+inline bool trimming_applies(const RelKeySetup& rs, const SpanMaskSetup& sm) {
+  return !rs.on && !sm.on && attention_tile_skipping() == TileSkipping::On;
+}
+inline BlockKeys block_key_ends(const Geo& g, int64_t p0, int64_t j0, int nk, int mq, bool trim) {
+  BlockKeys b{};
+  for (int i = 0; i * kTrimRows < mq; ++i) {
+    const int last = std::min(mq, (i + 1) * kTrimRows) - 1;
+    b.end[i] = trim ? static_cast<int>(std::clamp<int64_t>(row_keys(g, p0 + last).hi - j0, 0, nk)) : nk;
+  }
+  return b;
+}
+// The fp32 tile product's columns for `end` keys: whole kLanes vectors (tile_gemm's half block is
+// bitwise a full block's; its element tail is not used), at most kBk.
+inline int fp32_columns(int end) { return std::min(kBk, (end + attn::kLanes - 1) / attn::kLanes * attn::kLanes); }
+
 }  // namespace stretch::ops::attn_cpu
