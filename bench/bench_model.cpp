@@ -155,6 +155,7 @@ void add_rates(nlohmann::json& r, double tokens, double flops_per_token, double 
   r["peak_gflops_per_core"] = std::round(g_core_peak / 1e8) / 10;
   r["cpu_family"] = g_cpu.family;
   r["cpu_model"] = g_cpu.model;
+  r["gemm"] = ops::gemm_library_name(ops::gemm_library());  // the plain fp32 products' library
 }
 
 // The attention's (query tile, key tile) pairs of the timed steps and the share it skipped as

@@ -8,6 +8,16 @@ find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h REQUIRED)
 add_library(DNNL::dnnl UNKNOWN IMPORTED)
 set_target_properties(DNNL::dnnl PROPERTIES IMPORTED_LOCATION ${DNNL_LIBRARY}
                       INTERFACE_INCLUDE_DIRECTORIES ${DNNL_INCLUDE_DIR})
+# libopenblas-openmp-dev: the plain fp32 products on CPUs without AVX-512 (ops/gemm.h). The OpenMP
+# build (it runs on the same libgomp pool as oneDNN and stretch's kernels, so --threads N sets it
+# too), named explicitly: Debian's alternatives may point libopenblas.so at the pthread build.
+find_library(OPENBLAS_LIBRARY NAMES openblas REQUIRED
+             HINTS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
+find_path(OPENBLAS_INCLUDE_DIR cblas.h REQUIRED
+          HINTS /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
+add_library(OpenBLAS::openmp UNKNOWN IMPORTED)
+set_target_properties(OpenBLAS::openmp PROPERTIES IMPORTED_LOCATION ${OPENBLAS_LIBRARY}
+                      INTERFACE_INCLUDE_DIRECTORIES ${OPENBLAS_INCLUDE_DIR})
 find_package(CLI11 REQUIRED)              # libcli11-dev
 find_package(nlohmann_json 3 REQUIRED)    # nlohmann-json3-dev
 find_package(PkgConfig REQUIRED)

@@ -7,6 +7,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libdnnl-dev                 # GEMM (fp32 sgemm, bf16 matmul primitive)
+  libopenblas-openmp-dev      # GEMM: fp32 products on CPUs without AVX-512 (ops/gemm.h)
   libcli11-dev                # command-line flags
   nlohmann-json3-dev          # JSON (configs, logs, checkpoint metadata)
   libgtest-dev libgmock-dev   # unit tests

@@ -42,6 +42,7 @@ void apply_common_options(const CommonOptions& opts) {
                                     "); computing in fp32");
     precision = ops::GemmPrecision::Fp32;
   }
+  ops::gemm_library();  // a bad STRETCH_GEMM is a usage error now, not at the first product
   set_num_threads(opts.threads);
   ops::set_matmul_precision(precision);
 }

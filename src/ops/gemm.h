@@ -6,8 +6,8 @@
 //   bias [N] (optional, added to every row; needs alpha = 1 and beta = 0), epi = ReLU or none.
 // Precision Bf16: A and B are rounded to bf16 (round to nearest even) and their products summed
 // in fp32; bias, C and the result stay fp32 (mixed precision as torch.autocast does it on CPU).
-// Fast path: dnnl_sgemm for plain fp32 products; oneDNN's matmul primitive (cached per shape)
-// when there is a bias, an epilogue or bf16.
+// Fast path: plain fp32 products on gemm_library() (dnnl_sgemm or OpenBLAS's cblas_sgemm);
+// oneDNN's matmul primitive (cached per shape) when there is a bias, an epilogue or bf16.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -64,6 +64,19 @@ std::string cpu_isa_summary();
 // The hint given with that error.
 inline constexpr const char* kBf16Hint =
     "bf16 needs a CPU with AVX-512 (bf16 emulation) or AMX/AVX512_BF16; run without --bf16";
+
+// The library behind plain fp32 products (no bias, no epilogue): oneDNN's dnnl_sgemm, or
+// OpenBLAS's cblas_sgemm (its OpenMP build, on the same libgomp pool, so --threads N holds for it).
+// Default by CPU: OpenBLAS where there is no AVX-512, oneDNN otherwise. Reason (docs/architecture.md,
+// measured on Zen 3): oneDNN 2.6's AVX2 sgemm runs the weight-gradient products (Aᵀ·B, K = tokens)
+// at 0.36-0.75 of the fp32 peak, OpenBLAS's at 0.64-0.86. The environment variable
+// STRETCH_GEMM=onednn|openblas overrides the default (read once; another value is a usage error).
+// Both are deterministic for a given thread count; their results differ in rounding.
+enum class GemmLibrary : uint8_t { OneDnn, OpenBlas };
+GemmLibrary gemm_library();
+// Overrides the default and STRETCH_GEMM (tests and benchmarks compare the two).
+void set_gemm_library(GemmLibrary lib);
+const char* gemm_library_name(GemmLibrary lib);  // "onednn" / "openblas"
 
 // The precision of the model's matrix products: the linear layers, and the fused attention's
 // tile products where ops::attention_bf16_supported() (ops/attention_precision.h; softmax, biases

@@ -1,5 +1,5 @@
-// ops/gemm_onednn.cpp — gemm() on oneDNN: dnnl_sgemm for plain fp32 products (the fastest
-// route measured for the vocabulary shape), the matmul primitive for a bias, a ReLU epilogue or
+// ops/gemm_onednn.cpp — gemm() on oneDNN: dnnl_sgemm for plain fp32 products (or OpenBLAS where
+// gemm_library() says so: ops/gemm_openblas.cpp), the matmul primitive for a bias, a ReLU epilogue or
 // bf16 inputs. Matmul primitives are created once per (shape, strides, options) and cached;
 // bf16 inputs are converted into pool buffers per call (a memory pass over A and B, small next
 // to the 2·M·N·K products).
@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "ops/cpu_util.h"
 #include "ops/gemm.h"
+#include "ops/gemm_openblas.h"
 #include "tensor/dtype.h"
 
 namespace stretch::ops {
@@ -192,6 +193,7 @@ void gemm(const GemmParams& p, const float* a, const float* b, float* c) {
     return;
   }
   if (p.precision == GemmPrecision::Fp32 && !p.bias && p.epilogue == GemmEpilogue::None) {
+    if (gemm_library() == GemmLibrary::OpenBlas && openblas_sgemm(p, a, b, c, lda, ldb, ldc)) return;
     dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', p.m, p.n, p.k, p.alpha, a, lda, b, ldb, p.beta, c, ldc);
     // Out of memory (a memory limit: tests/train/test_memory_limit.py) is the caller's "out of memory"
     // error, not a failed check that calls itself a bug in stretch.

@@ -154,3 +154,88 @@ TEST(Gemm, PreRoundedBf16OperandsGiveTheSameResult) {
 }
 
 }  // namespace stretch::ops
+
+namespace stretch::ops {
+namespace {
+
+// Restores the process's GEMM library when a test that switches it ends.
+struct LibraryGuard {
+  GemmLibrary saved = gemm_library();
+  ~LibraryGuard() { set_gemm_library(saved); }
+};
+
+}  // namespace
+
+// Both libraries behind plain fp32 products (ops/gemm.h: gemm_library), whichever the CPU's
+// default is, against the double-accumulating reference: every transpose, leading dimensions
+// larger than the natural ones, alpha and beta (beta = 0 must overwrite a C full of NaN, which the
+// linear layers' GradInit::Overwrite relies on), and the shapes that decided the choice — a weight
+// gradient (Aᵀ·B, K = tokens) and a tall product — at a size the tests can afford.
+TEST(Gemm, BothLibrariesMatchReference) {
+  LibraryGuard guard;
+  Rng rng(5);
+  struct Shape { int64_t m, n, k; };
+  const Shape shapes[] = {{1, 1, 1}, {7, 5, 3}, {64, 33, 130}, {96, 64, 1024}, {300, 48, 40}};
+  for (GemmLibrary lib : {GemmLibrary::OneDnn, GemmLibrary::OpenBlas}) {
+    set_gemm_library(lib);
+    ASSERT_EQ(gemm_library(), lib);
+    for (const Shape& s : shapes)
+      for (Trans ta : {Trans::No, Trans::Yes}) for (Trans tb : {Trans::No, Trans::Yes})
+        for (int variant = 0; variant < 3; ++variant) {  // 0: packed, beta 0; 1: strided, beta 1; 2: alpha, beta
+          const int64_t pad = variant == 1 ? 3 : 0;
+          const int64_t lda = (ta == Trans::Yes ? s.m : s.k) + pad, ldb = (tb == Trans::Yes ? s.k : s.n) + pad,
+                        ldc = s.n + pad;
+          std::vector<float> a((ta == Trans::Yes ? s.k : s.m) * lda), b((tb == Trans::Yes ? s.n : s.k) * ldb),
+              c(s.m * ldc), r(s.m * ldc);
+          for (auto& x : a) x = rng.uniform(-1, 1);
+          for (auto& x : b) x = rng.uniform(-1, 1);
+          for (size_t i = 0; i < c.size(); ++i) c[i] = r[i] = variant == 0 ? std::nanf("") : rng.uniform(-1, 1);
+          GemmParams p{.trans_a = ta, .trans_b = tb, .m = s.m, .n = s.n, .k = s.k,
+                       .alpha = variant == 2 ? -0.75f : 1.f, .beta = variant == 0 ? 0.f : (variant == 1 ? 1.f : 0.5f),
+                       .lda = lda, .ldb = ldb, .ldc = ldc};
+          gemm(p, a.data(), b.data(), c.data());
+          if (variant == 0) std::fill(r.begin(), r.end(), 0.f);  // the reference reads C even when beta is 0
+          gemm_reference(p, a.data(), b.data(), r.data());
+          const double tol = 1e-4 * std::sqrt(static_cast<double>(s.k) / 130 + 1);
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) {
+              const float got = c[i * ldc + j], want = r[i * ldc + j];
+              ASSERT_NEAR(got, want, tol * (1 + std::abs(want)))
+                  << gemm_library_name(lib) << " m" << s.m << " n" << s.n << " k" << s.k << " v" << variant;
+            }
+          for (int64_t i = 0; i < s.m; ++i)  // the padding of C is not written
+            for (int64_t j = s.n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], r[i * ldc + j]);
+        }
+  }
+}
+
+// The two libraries really are different code (so the test above checks two routes, not one):
+// on a product with K = 1024 their fp32 sums differ in rounding somewhere, by far less than the
+// tolerance, and each is deterministic (the same call twice gives the same bits).
+TEST(Gemm, LibrariesDifferOnlyInRoundingAndAreDeterministic) {
+  LibraryGuard guard;
+  Rng rng(6);
+  const int64_t m = 128, n = 96, k = 1024;
+  std::vector<float> a(k * m), b(k * n);
+  for (auto& x : a) x = rng.uniform(-1, 1);
+  for (auto& x : b) x = rng.uniform(-1, 1);
+  auto run = [&](GemmLibrary lib) {
+    set_gemm_library(lib);
+    std::vector<float> c(m * n);
+    gemm({.trans_a = Trans::Yes, .m = m, .n = n, .k = k}, a.data(), b.data(), c.data());
+    return c;
+  };
+  const std::vector<float> d1 = run(GemmLibrary::OneDnn), o1 = run(GemmLibrary::OpenBlas);
+  EXPECT_EQ(run(GemmLibrary::OneDnn), d1);
+  EXPECT_EQ(run(GemmLibrary::OpenBlas), o1);
+  int64_t differ = 0;
+  double worst = 0;
+  for (size_t i = 0; i < d1.size(); ++i) {
+    differ += d1[i] != o1[i];
+    worst = std::max(worst, std::abs(static_cast<double>(d1[i]) - o1[i]));
+  }
+  EXPECT_GT(differ, 0) << "oneDNN and OpenBLAS gave identical bits on all " << d1.size() << " outputs";
+  EXPECT_LT(worst, 1e-3);
+}
+
+}  // namespace stretch::ops
