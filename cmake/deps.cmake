@@ -15,9 +15,9 @@ find_library(OPENBLAS_LIBRARY NAMES openblas REQUIRED
              HINTS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
 find_path(OPENBLAS_INCLUDE_DIR cblas.h REQUIRED
           HINTS /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
-add_library(OpenBLAS::openmp UNKNOWN IMPORTED)
-set_target_properties(OpenBLAS::openmp PROPERTIES IMPORTED_LOCATION ${OPENBLAS_LIBRARY}
-                      INTERFACE_INCLUDE_DIRECTORIES ${OPENBLAS_INCLUDE_DIR})
+# Not linked: ops/gemm_openblas.cpp loads it with dlopen by this path when it is first chosen (its
+# load-time constructor hangs under a memory limit, where stretch keeps oneDNN instead).
+get_filename_component(OPENBLAS_LIBRARY_REAL ${OPENBLAS_LIBRARY} REALPATH)
 find_package(CLI11 REQUIRED)              # libcli11-dev
 find_package(nlohmann_json 3 REQUIRED)    # nlohmann-json3-dev
 find_package(PkgConfig REQUIRED)

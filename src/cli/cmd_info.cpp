@@ -1,7 +1,6 @@
 // cli/cmd_info.cpp — `stretch info [PATH]`: without PATH, what this build is (version, threads,
 // GEMM library, data dir); with a checkpoint, its config, parameter count and training state;
 // with a data-bin directory, its dictionary and splits.
-#include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <filesystem>
@@ -24,7 +23,7 @@ void describe_build() {
   std::cout << "stretch " << STRETCH_VERSION << "\n"
             << "threads: " << num_threads() << "\n"
             << "gemm: oneDNN " << v->major << "." << v->minor << "." << v->patch << "; plain fp32 products on "
-            << ops::gemm_library_name(ops::gemm_library()) << " (" << openblas_get_config() << ")\n"
+            << ops::gemm_library_name(ops::gemm_library()) << " (" << ops::openblas_description() << ")\n"
             << "bf16 matmul: " << (ops::bf16_matmul_supported() ? "supported" : "not supported") << " ("
             << ops::cpu_isa_summary() << ")\n"
             << "data dir: " << STRETCH_DATA_DIR << "\n";

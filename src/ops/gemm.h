@@ -77,6 +77,9 @@ GemmLibrary gemm_library();
 // Overrides the default and STRETCH_GEMM (tests and benchmarks compare the two).
 void set_gemm_library(GemmLibrary lib);
 const char* gemm_library_name(GemmLibrary lib);  // "onednn" / "openblas"
+// OpenBLAS's openblas_get_config() (for `stretch info`), or why it is not loaded: it is loaded with
+// dlopen when first chosen, and never under a memory limit (ops/gemm_openblas.cpp).
+std::string openblas_description();
 
 // The precision of the model's matrix products: the linear layers, and the fused attention's
 // tile products where ops::attention_bf16_supported() (ops/attention_precision.h; softmax, biases

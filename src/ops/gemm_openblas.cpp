@@ -1,15 +1,28 @@
 // ops/gemm_openblas.cpp — which library runs the plain fp32 products (ops/gemm.h: gemm_library),
 // and the OpenBLAS route itself (cblas_sgemm of the OpenMP build; Debian's libopenblas-openmp-dev).
+//
+// OpenBLAS is loaded with dlopen when first chosen, never linked: its load-time constructor
+// reserves a 128 MiB buffer per thread, and under an address-space limit that allocation is
+// refused and retried forever (measured: `ulimit -v 200 MiB` hangs before main, 1000 MiB trains).
+// So a process under a finite memory limit (RLIMIT_AS / RLIMIT_DATA) keeps oneDNN and never loads
+// it (tests/train/test_memory_limit.py).
 #include <cblas.h>
+#include <dlfcn.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "core/error.h"
 #include "ops/gemm.h"
 #include "ops/gemm_openblas.h"
+
+#ifndef STRETCH_OPENBLAS_LIBRARY
+#define STRETCH_OPENBLAS_LIBRARY "libopenblas.so.0"
+#endif
 
 namespace stretch::ops {
 namespace {
@@ -17,12 +30,67 @@ namespace {
 constexpr int kUnset = -1;
 std::atomic<int> g_library{kUnset};
 
-GemmLibrary host_default() {
+struct OpenBlasApi {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  decltype(&openblas_get_config) config = nullptr;
+  std::string failure;  // why it could not be loaded; empty when loaded
+};
+
+bool memory_limited() {
+  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit r{};
+    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY) return true;
+  }
+  return false;
+}
+
+// Loads the library once (the first caller; single-threaded at startup: cli/command.cpp).
+const OpenBlasApi& api() {
+  static OpenBlasApi a;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (memory_limited()) {
+      a.failure = "this process runs under a memory limit (ulimit -v / -d), where OpenBLAS hangs while it loads";
+      return;
+    }
+    void* h = ::dlopen(STRETCH_OPENBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char* e = ::dlerror();
+      a.failure = std::string("cannot load ") + STRETCH_OPENBLAS_LIBRARY + ": " + (e ? e : "unknown error");
+      return;
+    }
+    a.sgemm = reinterpret_cast<decltype(a.sgemm)>(::dlsym(h, "cblas_sgemm"));
+    a.config = reinterpret_cast<decltype(a.config)>(::dlsym(h, "openblas_get_config"));
+    if (!a.sgemm || !a.config) {
+      a.sgemm = nullptr;
+      a.failure = std::string(STRETCH_OPENBLAS_LIBRARY) + " has no cblas_sgemm / openblas_get_config";
+    }
+  });
+  return a;
+}
+
+const OpenBlasApi& require_api(const std::string& why) {
+  const OpenBlasApi& a = api();
+  if (!a.sgemm)
+    throw Error(ErrorKind::Usage, why + ": " + a.failure,
+                "unset STRETCH_GEMM (oneDNN is then used), remove the memory limit, or install "
+                "libopenblas-openmp-dev (scripts/setup.sh)");
+  return a;
+}
+
+bool has_avx512() {
 #if defined(__GNUC__) && defined(__x86_64__)
   __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx512f")) return GemmLibrary::OpenBlas;
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
 #endif
-  return GemmLibrary::OneDnn;
+}
+
+// OpenBLAS where the CPU has no AVX-512 and the library loads (not under a memory limit).
+GemmLibrary host_default() {
+  if (has_avx512() || !api().sgemm) return GemmLibrary::OneDnn;
+  return GemmLibrary::OpenBlas;
 }
 
 GemmLibrary from_environment() {
@@ -30,7 +98,10 @@ GemmLibrary from_environment() {
   if (!v || !*v) return host_default();
   const std::string s(v);
   if (s == "onednn") return GemmLibrary::OneDnn;
-  if (s == "openblas") return GemmLibrary::OpenBlas;
+  if (s == "openblas") {
+    require_api("STRETCH_GEMM=openblas");
+    return GemmLibrary::OpenBlas;
+  }
   throw Error(ErrorKind::Usage, "STRETCH_GEMM=" + s + " is not a GEMM library",
               "use STRETCH_GEMM=onednn or STRETCH_GEMM=openblas, or unset it for the CPU's default");
 }
@@ -47,16 +118,24 @@ GemmLibrary gemm_library() {
   return static_cast<GemmLibrary>(v);
 }
 
-void set_gemm_library(GemmLibrary lib) { g_library.store(static_cast<int>(lib)); }
+void set_gemm_library(GemmLibrary lib) {
+  if (lib == GemmLibrary::OpenBlas) require_api("OpenBLAS requested");
+  g_library.store(static_cast<int>(lib));
+}
 
 const char* gemm_library_name(GemmLibrary lib) { return lib == GemmLibrary::OpenBlas ? "openblas" : "onednn"; }
+
+std::string openblas_description() {
+  const OpenBlasApi& a = api();
+  return a.sgemm ? std::string(a.config()) : "OpenBLAS not loaded: " + a.failure;
+}
 
 bool openblas_sgemm(const GemmParams& p, const float* a, const float* b, float* c, int64_t lda, int64_t ldb,
                     int64_t ldc) {
   // The Debian build has 32-bit integer arguments (blasint = int): larger products stay on oneDNN.
   for (int64_t x : {p.m, p.n, p.k, lda, ldb, ldc})
     if (x > INT_MAX) return false;
-  cblas_sgemm(CblasRowMajor, p.trans_a == Trans::Yes ? CblasTrans : CblasNoTrans,
+  api().sgemm(CblasRowMajor, p.trans_a == Trans::Yes ? CblasTrans : CblasNoTrans,
               p.trans_b == Trans::Yes ? CblasTrans : CblasNoTrans, static_cast<blasint>(p.m),
               static_cast<blasint>(p.n), static_cast<blasint>(p.k), p.alpha, a, static_cast<blasint>(lda), b,
               static_cast<blasint>(ldb), p.beta, c, static_cast<blasint>(ldc));

@@ -1,7 +1,7 @@
 // Model files and old checkpoints, through the binary: a checkpoint written by the stretch of
 // commit e369cbe (before the model-family refactor; tests/fixtures/e369cbe) evaluates, generates
-// and resumes to the numbers that binary printed (to its last bit on AVX2 builds, to rounding
-// on AVX-512 ones: expect_same_number) (expected.json, not computed by the code under
+// and resumes to the numbers that binary printed (to its last bit on AVX2 builds with its GEMM
+// library, to rounding on AVX-512 ones and with OpenBLAS: expect_same_number) (expected.json, not computed by the code under
 // test); new files carry their dictionary, so `stretch generate --path M` needs no data directory.
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include <filesystem>
+#include <map>
 
 #include "train/train_test_util.h"
 
@@ -54,7 +55,9 @@ std::vector<std::string> train_args(const std::string& save_dir, int max_update)
 }
 
 // The numbers are bit-exact for the Release build that printed them (-O3 -march=native) where
-// the code computes them the same way: AVX2 builds. A sanitizer build (GCC defines
+// the code computes them the same way: AVX2 builds with oneDNN's sgemm, as e369cbe had (the tests
+// pin it: STRETCH_GEMM=onednn; the default there is OpenBLAS since issue 18, whose products round
+// differently: within_rounding, checked as well). A sanitizer build (GCC defines
 // __SANITIZE_ADDRESS__; RelWithDebInfo) sums in another rounding order, so there they agree
 // within 1e-6 relative. On AVX-512 builds the attention kernel's and the cross-entropy's exp is
 // stretch's inline form (ops/simd_math.h, ≤ 2 ulp) where e369cbe called libmvec's expf (≤ 4 ulp),
@@ -71,10 +74,19 @@ void expect_same_number(double got, double want, const std::string& what) {
 #endif
 }
 
+// Another GEMM library than e369cbe's (OpenBLAS on CPUs without AVX-512: ops/gemm.h) sums the
+// products in another order: the same numbers to rounding (measured on Zen 3: ≤ 1e-7 relative).
+void expect_within_rounding(double got, double want, const std::string& what) {
+  EXPECT_NEAR(got, want, 3e-7 * std::max(1.0, std::abs(want))) << what;
+}
+
+// e369cbe computed its plain fp32 products with oneDNN's sgemm.
+const std::map<std::string, std::string> kOldGemm = {{"STRETCH_GEMM", "onednn"}};
+
 TEST(OldCheckpoint, EvaluatesToTheNumbersItsBinaryPrinted) {
   TempDir tmp;
   const RunResult r = run_stretch({"eval-lm", kData, "--path", kOld, "--gen-subset", "valid", "--threads", "1",
-                                   "--results-json", tmp / "r.json"});
+                                   "--results-json", tmp / "r.json"}, kOldGemm);
   ASSERT_EQ(r.exit_code, 0) << text(r);
   const auto got = nlohmann::json::parse(read_file(tmp / "r.json"));
   const auto want = expected_numbers("eval_lm_valid");
@@ -82,8 +94,17 @@ TEST(OldCheckpoint, EvaluatesToTheNumbersItsBinaryPrinted) {
   expect_same_number(got.at("nll_sum_nats").get<double>(), want.at("nll_sum_nats").get<double>(), "nll_sum_nats");
   EXPECT_EQ(got.at("count"), want.at("count"));
 
+  // This host's default GEMM library: the same numbers to rounding.
+  const RunResult d = run_stretch({"eval-lm", kData, "--path", kOld, "--gen-subset", "valid", "--threads", "1",
+                                   "--results-json", tmp / "d.json"});
+  ASSERT_EQ(d.exit_code, 0) << text(d);
+  const auto got_d = nlohmann::json::parse(read_file(tmp / "d.json"));
+  expect_within_rounding(got_d.at("loss_base2").get<double>(), want.at("loss_base2").get<double>(), "default gemm loss_base2");
+  EXPECT_EQ(got_d.at("count"), want.at("count"));
+
   const RunResult kv = run_stretch({"eval-lm", kData, "--path", kOld, "--gen-subset", "valid", "--threads", "1",
-                                    "--kv-cache", "--tokens-per-sample", "8", "--results-json", tmp / "kv.json"});
+                                    "--kv-cache", "--tokens-per-sample", "8", "--results-json", tmp / "kv.json"},
+                                   kOldGemm);
   ASSERT_EQ(kv.exit_code, 0) << text(kv);
   expect_same_number(nlohmann::json::parse(read_file(tmp / "kv.json")).at("loss_base2").get<double>(),
                      expected_numbers("eval_lm_valid_kv_cache_L8").at("loss_base2").get<double>(), "kv-cache loss_base2");
@@ -106,7 +127,7 @@ TEST(OldCheckpoint, ResumesExactlyAndTheNewFileCarriesItsDictionary) {
   TempDir tmp;
   std::filesystem::create_directories(tmp / "run");
   std::filesystem::copy_file(kOld, tmp / "run/checkpoint_last.pt");
-  const RunResult r = run_stretch(train_args(tmp / "run", 4), {{"OMP_NUM_THREADS", "1"}});
+  const RunResult r = run_stretch(train_args(tmp / "run", 4), {{"OMP_NUM_THREADS", "1"}, {"STRETCH_GEMM", "onednn"}});
   ASSERT_EQ(r.exit_code, 0) << text(r);
   std::vector<nlohmann::json> updates;
   for (const auto& j : json_lines(r.out))

@@ -54,6 +54,15 @@ def main():
                          f"({err.strip().splitlines()[-2:] if err.strip() else 'no message'})")
             for name in os.listdir(save) if os.path.isdir(save) else []:
                 check(".tmp" not in name, f"{mib} MiB: no temporary left behind ({name})")
+        # OpenBLAS (the fp32 GEMM of CPUs without AVX-512) hangs while it loads under a limit
+        # (ops/gemm_openblas.cpp): stretch keeps oneDNN there, and refuses to be told otherwise.
+        p = subprocess.run([b, "info"], capture_output=True, text=True, timeout=60, preexec_fn=limited(200))
+        check(p.returncode == 0 and "plain fp32 products on onednn" in p.stdout,
+              f"under a limit `stretch info` reports oneDNN for the plain products ({p.stdout.strip()[-200:]})")
+        p = subprocess.run([b, "info"], capture_output=True, text=True, timeout=60, preexec_fn=limited(200),
+                           env=dict(os.environ, STRETCH_GEMM="openblas"))
+        check(p.returncode == 2 and "STRETCH_GEMM=openblas" in p.stderr and "memory limit" in p.stderr,
+              f"STRETCH_GEMM=openblas under a limit is a usage error, not a hang (exit {p.returncode})")
     print("exit status per limit (MiB):", seen)
     check(bool(failed), "at least one limit is too small (the failing path ran)")
     check(seen[200] == 0, "the largest limit (200 MiB) trains")
