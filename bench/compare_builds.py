@@ -75,8 +75,9 @@ def configs(args):
     return out
 
 
-def run_one(binary, mode, extra, threads, wait_policy="passive"):
+def run_one(binary, mode, extra, threads, wait_policy="passive", side_env=()):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env.update(kv.split("=", 1) for kv in side_env)
     env.pop("OMP_WAIT_POLICY", None)
     if wait_policy != "unset":
         env["OMP_WAIT_POLICY"] = wait_policy
@@ -103,6 +104,11 @@ def main():
     ap.add_argument("--before", help="bench_model of the old build (A)")
     ap.add_argument("--after", default=os.path.join(ROOT, "build", "bench", "bench_model"),
                     help="bench_model of the new build (B); default build/bench/bench_model")
+    ap.add_argument("--env-before", action="append", default=[], metavar="KEY=VALUE",
+                    help="an environment variable for side A only (repeatable); with --before = --after this "
+                         "compares two settings of one binary, e.g. --env-before STRETCH_GEMM=onednn")
+    ap.add_argument("--env-after", action="append", default=[], metavar="KEY=VALUE",
+                    help="the same for side B")
     ap.add_argument("--label-before", default="before")
     ap.add_argument("--label-after", default="after")
     ap.add_argument("--only", choices=("train", "eval", "all"), default="all")
@@ -140,6 +146,9 @@ def main():
         for b in (args.before, args.after):
             if not os.access(b, os.X_OK):
                 ap.error(f"{b}: not an executable (build bench_model first)")
+    for kv in args.env_before + args.env_after:
+        if "=" not in kv or not kv.split("=", 1)[0]:
+            ap.error(f"--env-before/--env-after: {kv!r} is not KEY=VALUE")
     rows = configs(args)
     if args.load:
         results, loads, elapsed = load_runs(args, rows)
@@ -157,7 +166,7 @@ def main():
 def measure(args, rows):
     """Runs every (threads, repetition, row) pair; returns ({(threads, row): [(A, B)]}, loads, seconds)."""
     jf = open(args.json, "w") if args.json else None
-    sides = [("A", args.before), ("B", args.after)]
+    sides = [("A", args.before, args.env_before), ("B", args.after, args.env_after)]
     results = {(th, name): [] for th in args.thread_list for name, _, _ in rows}
     loads = []
     t0 = time.time()
@@ -166,8 +175,8 @@ def measure(args, rows):
             for name, mode, extra in rows:
                 order = sides if r % 2 == 0 else list(reversed(sides))
                 got = {}
-                for side, binary in order:
-                    rec = run_one(binary, mode, extra, th, args.omp_wait_policy)
+                for side, binary, side_env in order:
+                    rec = run_one(binary, mode, extra, th, args.omp_wait_policy, side_env)
                     rec.update(side=side, rep=r, row=name, wall_clock=time.time() - t0)
                     loads.append(rec["load1"])
                     got[side] = rec
