@@ -22,7 +22,7 @@ void describe_build() {
   const dnnl_version_t* v = dnnl_version();
   std::cout << "stretch " << STRETCH_VERSION << "\n"
             << "threads: " << num_threads() << "\n"
-            << "gemm: oneDNN " << v->major << "." << v->minor << "." << v->patch << "; plain fp32 products on "
+            << "gemm: oneDNN " << v->major << "." << v->minor << "." << v->patch << "; plain fp32 products: "
             << ops::gemm_library_name(ops::gemm_library()) << " (" << ops::openblas_description() << ")\n"
             << "bf16 matmul: " << (ops::bf16_matmul_supported() ? "supported" : "not supported") << " ("
             << ops::cpu_isa_summary() << ")\n"

@@ -6,7 +6,7 @@
 //   bias [N] (optional, added to every row; needs alpha = 1 and beta = 0), epi = ReLU or none.
 // Precision Bf16: A and B are rounded to bf16 (round to nearest even) and their products summed
 // in fp32; bias, C and the result stay fp32 (mixed precision as torch.autocast does it on CPU).
-// Fast path: plain fp32 products on gemm_library() (dnnl_sgemm or OpenBLAS's cblas_sgemm);
+// Fast path: plain fp32 products on gemm_library() (dnnl_sgemm and/or OpenBLAS's cblas_sgemm);
 // oneDNN's matmul primitive (cached per shape) when there is a bias, an epilogue or bf16.
 #pragma once
 #include <cstdint>
@@ -67,16 +67,20 @@ inline constexpr const char* kBf16Hint =
 
 // The library behind plain fp32 products (no bias, no epilogue): oneDNN's dnnl_sgemm, or
 // OpenBLAS's cblas_sgemm (its OpenMP build, on the same libgomp pool, so --threads N holds for it).
-// Default by CPU: OpenBLAS where there is no AVX-512, oneDNN otherwise. Reason (docs/architecture.md,
-// measured on Zen 3): oneDNN 2.6's AVX2 sgemm runs the weight-gradient products (Aᵀ·B, K = tokens)
-// at 0.36-0.75 of the fp32 peak, OpenBLAS's at 0.64-0.86. The environment variable
-// STRETCH_GEMM=onednn|openblas overrides the default (read once; another value is a usage error).
-// Both are deterministic for a given thread count; their results differ in rounding.
-enum class GemmLibrary : uint8_t { OneDnn, OpenBlas };
+//   OneDnn   every plain product on oneDNN (the default where the CPU has AVX-512);
+//   Mixed    the Aᵀ·B products (the weight gradients, K = the batch's tokens) on OpenBLAS, the rest
+//            on oneDNN (the default without AVX-512). Reason (docs/architecture.md, measured on Zen 3):
+//            oneDNN 2.6's AVX2 sgemm runs the FFN's and the 512 × 512 weight gradients at 0.35-0.55 of
+//            the fp32 peak, OpenBLAS at 0.6-0.85; on the other products they are level or oneDNN leads;
+//   OpenBlas every plain product on OpenBLAS (for comparison).
+// The environment variable STRETCH_GEMM=onednn|mixed|openblas overrides the default (read once;
+// another value is a usage error). Each route is deterministic for a given thread count; the
+// libraries' results differ in rounding.
+enum class GemmLibrary : uint8_t { OneDnn, Mixed, OpenBlas };
 GemmLibrary gemm_library();
-// Overrides the default and STRETCH_GEMM (tests and benchmarks compare the two).
+// Overrides the default and STRETCH_GEMM (tests and benchmarks compare them).
 void set_gemm_library(GemmLibrary lib);
-const char* gemm_library_name(GemmLibrary lib);  // "onednn" / "openblas"
+const char* gemm_library_name(GemmLibrary lib);  // "onednn" / "mixed" / "openblas"
 // OpenBLAS's openblas_get_config() (for `stretch info`), or why it is not loaded: it is loaded with
 // dlopen when first chosen, and never under a memory limit (ops/gemm_openblas.cpp).
 std::string openblas_description();

@@ -193,7 +193,7 @@ void gemm(const GemmParams& p, const float* a, const float* b, float* c) {
     return;
   }
   if (p.precision == GemmPrecision::Fp32 && !p.bias && p.epilogue == GemmEpilogue::None) {
-    if (gemm_library() == GemmLibrary::OpenBlas && openblas_sgemm(p, a, b, c, lda, ldb, ldc)) return;
+    if (gemm_on_openblas(p) && openblas_sgemm(p, a, b, c, lda, ldb, ldc)) return;
     dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', p.m, p.n, p.k, p.alpha, a, lda, b, ldb, p.beta, c, ldc);
     // Out of memory (a memory limit: tests/train/test_memory_limit.py) is the caller's "out of memory"
     // error, not a failed check that calls itself a bug in stretch.

@@ -87,10 +87,10 @@ bool has_avx512() {
 #endif
 }
 
-// OpenBLAS where the CPU has no AVX-512 and the library loads (not under a memory limit).
+// Mixed where the CPU has no AVX-512 and OpenBLAS loads (not under a memory limit).
 GemmLibrary host_default() {
   if (has_avx512() || !api().sgemm) return GemmLibrary::OneDnn;
-  return GemmLibrary::OpenBlas;
+  return GemmLibrary::Mixed;
 }
 
 GemmLibrary from_environment() {
@@ -98,12 +98,12 @@ GemmLibrary from_environment() {
   if (!v || !*v) return host_default();
   const std::string s(v);
   if (s == "onednn") return GemmLibrary::OneDnn;
-  if (s == "openblas") {
-    require_api("STRETCH_GEMM=openblas");
-    return GemmLibrary::OpenBlas;
+  if (s == "openblas" || s == "mixed") {
+    require_api("STRETCH_GEMM=" + s);
+    return s == "mixed" ? GemmLibrary::Mixed : GemmLibrary::OpenBlas;
   }
   throw Error(ErrorKind::Usage, "STRETCH_GEMM=" + s + " is not a GEMM library",
-              "use STRETCH_GEMM=onednn or STRETCH_GEMM=openblas, or unset it for the CPU's default");
+              "use STRETCH_GEMM=onednn, mixed or openblas, or unset it for the CPU's default");
 }
 
 }  // namespace
@@ -119,11 +119,24 @@ GemmLibrary gemm_library() {
 }
 
 void set_gemm_library(GemmLibrary lib) {
-  if (lib == GemmLibrary::OpenBlas) require_api("OpenBLAS requested");
+  if (lib != GemmLibrary::OneDnn) require_api(std::string("GEMM library ") + gemm_library_name(lib));
   g_library.store(static_cast<int>(lib));
 }
 
-const char* gemm_library_name(GemmLibrary lib) { return lib == GemmLibrary::OpenBlas ? "openblas" : "onednn"; }
+const char* gemm_library_name(GemmLibrary lib) {
+  switch (lib) {
+    case GemmLibrary::OneDnn: return "onednn";
+    case GemmLibrary::Mixed: return "mixed";
+    case GemmLibrary::OpenBlas: return "openblas";
+  }
+  return "?";
+}
+
+bool gemm_on_openblas(const GemmParams& p) {
+  const GemmLibrary lib = gemm_library();
+  return lib == GemmLibrary::OpenBlas ||
+         (lib == GemmLibrary::Mixed && p.trans_a == Trans::Yes && p.trans_b == Trans::No);
+}
 
 std::string openblas_description() {
   const OpenBlasApi& a = api();

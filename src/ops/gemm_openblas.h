@@ -6,6 +6,9 @@
 
 namespace stretch::ops {
 
+// Whether gemm_library() sends this plain fp32 product to OpenBLAS.
+bool gemm_on_openblas(const GemmParams& p);
+
 // C[M, N] = alpha · op(A) · op(B) + beta · C in fp32 with cblas_sgemm (row-major, leading
 // dimensions resolved by the caller). Returns false, computing nothing, when a dimension exceeds
 // OpenBLAS's 32-bit arguments.

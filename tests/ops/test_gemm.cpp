@@ -166,7 +166,7 @@ struct LibraryGuard {
 
 }  // namespace
 
-// Both libraries behind plain fp32 products (ops/gemm.h: gemm_library), whichever the CPU's
+// Both libraries (and the mix of them) behind plain fp32 products (ops/gemm.h: gemm_library), whichever the CPU's
 // default is, against the double-accumulating reference: every transpose, leading dimensions
 // larger than the natural ones, alpha and beta (beta = 0 must overwrite a C full of NaN, which the
 // linear layers' GradInit::Overwrite relies on), and the shapes that decided the choice — a weight
@@ -176,7 +176,7 @@ TEST(Gemm, BothLibrariesMatchReference) {
   Rng rng(5);
   struct Shape { int64_t m, n, k; };
   const Shape shapes[] = {{1, 1, 1}, {7, 5, 3}, {64, 33, 130}, {96, 64, 1024}, {300, 48, 40}};
-  for (GemmLibrary lib : {GemmLibrary::OneDnn, GemmLibrary::OpenBlas}) {
+  for (GemmLibrary lib : {GemmLibrary::OneDnn, GemmLibrary::Mixed, GemmLibrary::OpenBlas}) {
     set_gemm_library(lib);
     ASSERT_EQ(gemm_library(), lib);
     for (const Shape& s : shapes)
@@ -228,6 +228,20 @@ TEST(Gemm, LibrariesDifferOnlyInRoundingAndAreDeterministic) {
   const std::vector<float> d1 = run(GemmLibrary::OneDnn), o1 = run(GemmLibrary::OpenBlas);
   EXPECT_EQ(run(GemmLibrary::OneDnn), d1);
   EXPECT_EQ(run(GemmLibrary::OpenBlas), o1);
+  EXPECT_EQ(run(GemmLibrary::Mixed), o1);  // the mix sends Aᵀ·B to OpenBLAS
+  {  // ... and A·B to oneDNN
+    std::vector<float> bt(k * n);
+    for (int64_t i = 0; i < k * n; ++i) bt[i] = b[i];
+    auto run_nn = [&](GemmLibrary lib) {
+      set_gemm_library(lib);
+      std::vector<float> c(m * n);
+      gemm({.m = m, .n = n, .k = k}, a.data(), bt.data(), c.data());  // a read as [m, k]
+      return c;
+    };
+    const std::vector<float> nn_d = run_nn(GemmLibrary::OneDnn), nn_o = run_nn(GemmLibrary::OpenBlas);
+    EXPECT_NE(nn_d, nn_o) << "A·B: the libraries round alike here; the routing check below proves nothing";
+    EXPECT_EQ(run_nn(GemmLibrary::Mixed), nn_d);
+  }
   int64_t differ = 0;
   double worst = 0;
   for (size_t i = 0; i < d1.size(); ++i) {

@@ -57,7 +57,7 @@ def main():
         # OpenBLAS (the fp32 GEMM of CPUs without AVX-512) hangs while it loads under a limit
         # (ops/gemm_openblas.cpp): stretch keeps oneDNN there, and refuses to be told otherwise.
         p = subprocess.run([b, "info"], capture_output=True, text=True, timeout=60, preexec_fn=limited(200))
-        check(p.returncode == 0 and "plain fp32 products on onednn" in p.stdout,
+        check(p.returncode == 0 and "plain fp32 products: onednn" in p.stdout,
               f"under a limit `stretch info` reports oneDNN for the plain products ({p.stdout.strip()[-200:]})")
         p = subprocess.run([b, "info"], capture_output=True, text=True, timeout=60, preexec_fn=limited(200),
                            env=dict(os.environ, STRETCH_GEMM="openblas"))
