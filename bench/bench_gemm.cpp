@@ -5,6 +5,11 @@
 // (1.0 = no overhead; target ≥ 0.9).
 //   build/bench/bench_gemm                       all shapes, 1 and 2 threads
 //   build/bench/bench_gemm --benchmark_filter=vocab
+// And library_vs_onednn/<product>: one plain fp32 product through ops::gemm() on each
+// GemmLibrary route (ops/gemm.h), interleaved with the same product on oneDNN, at the small and
+// medium models' training shapes (B·T = 1024 and 4096): GFLOP/s of both and ratio = oneDNN time /
+// the route's time (the per-shape evidence behind the default route of CPUs without AVX-512).
+//   build/bench/bench_gemm --benchmark_filter='library_vs_onednn/.*threads:2'
 #include <benchmark/benchmark.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -14,6 +19,7 @@
 
 #include "core/rng.h"
 #include "core/threads.h"
+#include "ops/gemm.h"
 #include "ops/linear.h"
 
 namespace {
@@ -68,6 +74,76 @@ void bm_linear_vs_sgemm(benchmark::State& state, LinearDims d, bool bias, int th
   state.counters["ratio"] = t_raw / t_stretch;
 }
 
+// One product C[m, n] (+)= op(A)·op(B) through ops::gemm() with `lib` against oneDNN, alternating
+// which runs first. A product: fwd = x·Wᵀ (m = tokens, n = out, k = in), dx = dy·W (m = tokens,
+// n = in, k = out, beta 1), dw = dyᵀ·x (m = out, n = in, k = tokens, beta 1).
+void bm_library_vs_onednn(benchmark::State& state, stretch::ops::GemmParams p, stretch::ops::GemmLibrary lib,
+                          int threads) {
+  using stretch::ops::GemmLibrary;
+  using stretch::ops::Trans;
+  stretch::set_num_threads(threads);
+  const int64_t a_rows = p.trans_a == Trans::Yes ? p.k : p.m, a_cols = p.trans_a == Trans::Yes ? p.m : p.k;
+  const int64_t b_rows = p.trans_b == Trans::Yes ? p.n : p.k, b_cols = p.trans_b == Trans::Yes ? p.k : p.n;
+  auto a = rand_vec(a_rows * a_cols, 1), b = rand_vec(b_rows * b_cols, 2);
+  std::vector<float> c(p.m * p.n, 0.f);
+  double t_lib = 0, t_dnn = 0;
+  int64_t it = 0;
+  for (auto _ : state) {
+    for (int half = 0; half < 2; ++half) {
+      const bool do_lib = (half == 0) == (it % 2 == 0);
+      stretch::ops::set_gemm_library(do_lib ? lib : GemmLibrary::OneDnn);
+      const auto t0 = Clock::now();
+      stretch::ops::gemm(p, a.data(), b.data(), c.data());
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      (do_lib ? t_lib : t_dnn) += s;
+    }
+    benchmark::DoNotOptimize(c.data());
+    ++it;
+    state.SetIterationTime(t_lib / it);
+  }
+  const double flops = 2.0 * p.m * p.n * p.k * it;
+  state.counters["GFLOPs"] = flops / t_lib * 1e-9;
+  state.counters["onednn_GFLOPs"] = flops / t_dnn * 1e-9;
+  state.counters["ratio"] = t_dnn / t_lib;
+}
+
+void register_libraries() {
+  using stretch::ops::GemmLibrary;
+  using stretch::ops::GemmParams;
+  using stretch::ops::Trans;
+  struct Layer {
+    const char* name;
+    int64_t in, out;
+  };
+  const Layer layers[] = {{"small_out", 256, 256},    {"small_fc1", 256, 1024}, {"small_fc2", 1024, 256},
+                          {"small_vocab", 256, 10008}, {"medium_out", 512, 512}, {"medium_fc1", 512, 2048},
+                          {"medium_fc2", 2048, 512}};
+  for (int threads : {1, 2})
+    for (int64_t tokens : {1024, 4096})
+      for (const Layer& l : layers)
+        for (int product = 0; product < 3; ++product) {
+          GemmParams p;
+          const char* what = "fwd";
+          if (product == 0) {
+            p = {.trans_b = Trans::Yes, .m = tokens, .n = l.out, .k = l.in};
+          } else if (product == 1) {
+            p = {.m = tokens, .n = l.in, .k = l.out, .beta = 1.f};
+            what = "dx";
+          } else {
+            p = {.trans_a = Trans::Yes, .m = l.out, .n = l.in, .k = tokens, .beta = 1.f};
+            what = "dw";
+          }
+          for (GemmLibrary lib : {GemmLibrary::OpenBlas}) {  // Mixed = this on dw, oneDNN elsewhere
+            const std::string name = std::string("library_vs_onednn/") + stretch::ops::gemm_library_name(lib) + "/" +
+                                     l.name + "_" + what + "/tokens:" + std::to_string(tokens) +
+                                     "/threads:" + std::to_string(threads);
+            benchmark::RegisterBenchmark(name.c_str(), [p, lib, threads](benchmark::State& st) {
+              bm_library_vs_onednn(st, p, lib, threads);
+            })->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+          }
+        }
+}
+
 void register_all() {
   struct S {
     const char* name;
@@ -96,6 +172,7 @@ void register_all() {
 
 int main(int argc, char** argv) {
   register_all();
+  register_libraries();
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
