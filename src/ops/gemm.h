@@ -70,8 +70,8 @@ inline constexpr const char* kBf16Hint =
 //   OneDnn   every plain product on oneDNN (the default where the CPU has AVX-512);
 //   Mixed    the Aᵀ·B products (the weight gradients, K = the batch's tokens) on OpenBLAS, the rest
 //            on oneDNN (the default without AVX-512). Reason (docs/architecture.md, measured on Zen 3):
-//            oneDNN 2.6's AVX2 sgemm runs the FFN's and the 512 × 512 weight gradients at 0.35-0.55 of
-//            the fp32 peak, OpenBLAS at 0.6-0.85; on the other products they are level or oneDNN leads;
+//            oneDNN 2.6's AVX2 sgemm runs the FFN's and the 512 × 512 weight gradients at 0.3-0.5 of
+//            the fp32 peak, OpenBLAS at 0.55-0.8; on the other products they are level or oneDNN leads;
 //   OpenBlas every plain product on OpenBLAS (for comparison).
 // The environment variable STRETCH_GEMM=onednn|mixed|openblas overrides the default (read once;
 // another value is a usage error). Each route is deterministic for a given thread count; the
