@@ -49,6 +49,11 @@ unsigned long long finite_limit(const char** which) {
 
 }  // namespace
 
+bool memory_limited() {
+  const char* which = "";
+  return finite_limit(&which) != 0;
+}
+
 void report_crashes_under_memory_limit() {
   const char* which = "";
   const unsigned long long limit = finite_limit(&which);

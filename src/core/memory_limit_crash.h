@@ -21,4 +21,6 @@
 
 namespace stretch {
 void report_crashes_under_memory_limit();
+// Whether RLIMIT_AS or RLIMIT_DATA is finite (ops/gemm_openblas.cpp: OpenBLAS is not loaded then).
+bool memory_limited();
 }  // namespace stretch

@@ -8,7 +8,6 @@
 // it (tests/train/test_memory_limit.py).
 #include <cblas.h>
 #include <dlfcn.h>
-#include <sys/resource.h>
 
 #include <atomic>
 #include <climits>
@@ -17,6 +16,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/memory_limit_crash.h"
 #include "ops/gemm.h"
 #include "ops/gemm_openblas.h"
 
@@ -35,14 +35,6 @@ struct OpenBlasApi {
   decltype(&openblas_get_config) config = nullptr;
   std::string failure;  // why it could not be loaded; empty when loaded
 };
-
-bool memory_limited() {
-  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
-    rlimit r{};
-    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY) return true;
-  }
-  return false;
-}
 
 // Loads the library once (the first caller; single-threaded at startup: cli/command.cpp).
 const OpenBlasApi& api() {
