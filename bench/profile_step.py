@@ -28,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (category, predicate on (dso, symbol)); the first match wins.
 RULES = [
     ("GEMM (oneDNN JIT code + library)", lambda d, s: d.startswith("[JIT]") or "libdnnl" in d),
+    ("GEMM (OpenBLAS)", lambda d, s: "libopenblas" in d),
     ("attention kernel", lambda d, s: any(k in s for k in ("attn::", "forward_run", "backward_run", "pack_transposed",
                                                            "backward_head", "forward_query_tile"))),
     ("dropout (Philox + apply)", lambda d, s: "dropout" in s or "philox" in s or "apply<" in s),

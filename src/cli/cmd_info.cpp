@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "core/threads.h"
+#include "ops/linear.h"
 #include "data/indexed_dataset.h"
 #include "stretch/version.h"
 #include "models/registry.h"
@@ -24,6 +25,8 @@ void describe_build() {
             << "threads: " << num_threads() << "\n"
             << "gemm: oneDNN " << v->major << "." << v->minor << "." << v->patch << "; plain fp32 products: "
             << ops::gemm_library_name(ops::gemm_library()) << " (" << ops::openblas_description() << ")\n"
+            << "linear backward with 2 threads: " << ops::linear_backward_schedule_name(ops::linear_backward_schedule())
+            << "\n"
             << "bf16 matmul: " << (ops::bf16_matmul_supported() ? "supported" : "not supported") << " ("
             << ops::cpu_isa_summary() << ")\n"
             << "data dir: " << STRETCH_DATA_DIR << "\n";

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/threads.h"
+#include "ops/linear.h"
 
 namespace stretch::cli {
 
@@ -43,6 +44,7 @@ void apply_common_options(const CommonOptions& opts) {
     precision = ops::GemmPrecision::Fp32;
   }
   ops::gemm_library();  // a bad STRETCH_GEMM is a usage error now, not at the first product
+  ops::linear_backward_schedule();  // the same for STRETCH_LINEAR_BACKWARD
   set_num_threads(opts.threads);
   ops::set_matmul_precision(precision);
 }

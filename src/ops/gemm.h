@@ -61,6 +61,9 @@ bool bf16_matmul_supported();
 // One line about this CPU for messages: oneDNN's effective ISA and the bf16-relevant flags,
 // e.g. "oneDNN ISA avx2; avx2 yes, avx512f no, avx512_bf16 no, amx_bf16 no".
 std::string cpu_isa_summary();
+// Whether the CPU has AVX-512 (avx512f): the hosts the defaults of gemm_library() and
+// ops::linear_backward_schedule() were measured on differ by it.
+bool cpu_has_avx512();
 // The hint given with that error.
 inline constexpr const char* kBf16Hint =
     "bf16 needs a CPU with AVX-512 (bf16 emulation) or AMX/AVX512_BF16; run without --bf16";

@@ -159,6 +159,15 @@ bool bf16_matmul_supported() {
   return supported;
 }
 
+bool cpu_has_avx512() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
 std::string cpu_isa_summary() {
   auto yn = [](bool b) { return b ? "yes" : "no"; };
   std::string s = std::string("oneDNN ISA ") + isa_name(dnnl::get_effective_cpu_isa());

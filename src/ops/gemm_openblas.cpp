@@ -70,18 +70,9 @@ const OpenBlasApi& require_api(const std::string& why) {
   return a;
 }
 
-bool has_avx512() {
-#if defined(__GNUC__) && defined(__x86_64__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-#else
-  return false;
-#endif
-}
-
 // Mixed where the CPU has no AVX-512 and OpenBLAS loads (not under a memory limit).
 GemmLibrary host_default() {
-  if (has_avx512() || !api().sgemm) return GemmLibrary::OneDnn;
+  if (cpu_has_avx512() || !api().sgemm) return GemmLibrary::OneDnn;
   return GemmLibrary::Mixed;
 }
 

@@ -41,6 +41,22 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* weight, const LinearDims& d, GradInit dinp_init = GradInit::Accumulate,
                      const LinearBf16& pre = {});
 
+// How linear_backward runs its two products (dinp's and dweight's) when both are wanted and
+// exactly 2 threads are set (docs/architecture.md, "The two backward products side by side"):
+//   Sequential  dinp's product on both threads, then dweight's on both;
+//   Concurrent  both at once, each on one thread: a layer's products (a few hundred to a few
+//               thousand columns) run at well under twice one thread's rate on two threads, so
+//               side by side they finish sooner (Zen 3: small model +2 to +6% per step).
+// The default is Concurrent where the CPU has no AVX-512 (where it was measured), Sequential where it
+// has (not measured there yet: AVX-512 hosts keep the schedule their numbers were taken with).
+// STRETCH_LINEAR_BACKWARD=sequential|concurrent overrides it (read once; another value is a usage
+// error). Concurrent gives each product the bits it has with 1 thread; the schedules may differ in
+// rounding where a library splits a product differently on 2 threads. Other thread counts: Sequential.
+enum class LinearBackwardSchedule : uint8_t { Sequential, Concurrent };
+LinearBackwardSchedule linear_backward_schedule();
+void set_linear_backward_schedule(LinearBackwardSchedule s);  // tests and benchmarks compare them
+const char* linear_backward_schedule_name(LinearBackwardSchedule s);  // "sequential" / "concurrent"
+
 namespace ref {
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearDims& d,
                     LinearEpilogue epi = LinearEpilogue::None);

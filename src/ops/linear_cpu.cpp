@@ -2,9 +2,13 @@
 // Forward: one GEMM with the bias (and the fused ReLU) in its epilogue (oneDNN's matmul primitive),
 // so neither costs a pass over the output. Products in ops::matmul_precision() (fp32 or bf16).
 // Under bf16 the operands may come pre-rounded (LinearBf16) and dout is rounded once for both
-// backward GEMMs. Backward: two GEMMs with beta = 1 (accumulate, the += contract) and a thread-count-independent
+// backward GEMMs. Backward: two GEMMs with beta = 1 (accumulate, the += contract), one after the
+// other or side by side on one thread each (linear_backward_schedule()), and a thread-count-independent
 // column sum for dbias (cpu::reduce_rows).
+#include <exception>
+
 #include "core/error.h"
+#include "core/threads.h"
 #include "ops/cpu_util.h"
 #include "ops/gemm.h"
 #include "ops/linear.h"
@@ -50,7 +54,8 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
     round_to_bf16(reinterpret_cast<uint16_t*>(dout_buf.data()), dout, N, O);
     dout16 = reinterpret_cast<const uint16_t*>(dout_buf.data());
   }
-  if (dinp && N > 0 && I > 0) {
+  auto dinp_products = [&] {
+    if (!(dinp && N > 0 && I > 0)) return;
     // dinp [N, I] (+)= dout [N, O] · weight [O, I]   (beta 0 overwrites; O = 0 then writes zeros);
     // with d.skip, one GEMM per block over its last block − skip rows.
     const float beta = dinp_init == GradInit::Accumulate ? 1.f : 0.f;
@@ -62,12 +67,37 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
                       .a16 = dout16 ? dout16 + first * O : nullptr, .b16 = pre.weight},
            dout + first * O, weight, dinp + first * I);
     }
-  }
-  if (dweight && O > 0 && I > 0) {
+  };
+  auto dweight_product = [&] {
+    if (!(dweight && O > 0 && I > 0)) return;
     // dweight [O, I] += dout [N, O]ᵀ · inp [N, I]
     gemm(GemmParams{.trans_a = Trans::Yes, .trans_b = Trans::No, .m = O, .n = I, .k = N, .alpha = 1.f, .beta = 1.f,
                     .precision = matmul_precision(), .a16 = dout16, .b16 = pre.inp},
          dout, inp, dweight);
+  };
+  // Concurrent: one thread each (inside the parallel region oneDNN and OpenBLAS run single-threaded);
+  // an error of either product is rethrown after both (an exception may not leave an OpenMP region).
+  if (dinp && dweight && num_threads() == 2 && linear_backward_schedule() == LinearBackwardSchedule::Concurrent) {
+    std::exception_ptr failed[2];
+    auto run = [&failed](int i, const auto& products) {
+      try {
+        products();
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    };
+#pragma omp parallel sections num_threads(2)
+    {
+#pragma omp section
+      run(0, dinp_products);
+#pragma omp section
+      run(1, dweight_product);
+    }
+    for (const std::exception_ptr& e : failed)
+      if (e) std::rethrow_exception(e);
+  } else {
+    dinp_products();
+    dweight_product();
   }
   if (dbias && N > 0 && O > 0) {
     cpu::reduce_rows(dbias, N, O, [&](int64_t n, float* acc) {

@@ -65,5 +65,26 @@ TEST(UsageErrors, KnownFlagsValuesAndListsAreNotReported) {
   EXPECT_NE(s.err.find("sweep: 2 unknown"), std::string::npos) << s.err;
 }
 
+// The environment settings of the matrix products (ops/gemm.h, ops/linear.h) are checked at startup:
+// a bad value is one usage error naming the variable, the value and the accepted ones, before any
+// data is read or any product is computed.
+TEST(UsageErrors, BadGemmSettingsInTheEnvironmentAreUsageErrors) {
+  TempDir tmp;
+  const std::string save = tmp / "ck";
+  for (const auto& [var, accepted] : {std::pair<std::string, std::string>{"STRETCH_GEMM", "onednn, mixed or openblas"},
+                                      {"STRETCH_LINEAR_BACKWARD", "sequential or concurrent"}}) {
+    const RunResult r = run_stretch({"train", "data-bin/none", "--save-dir", save}, {{var, "fastest"}});
+    EXPECT_EQ(r.exit_code, 2) << var << ": " << r.err;
+    EXPECT_NE(r.err.find(var + "=fastest is not a"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(accepted), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(save)) << var;
+  }
+  for (const char* value : {"sequential", "concurrent"}) {  // the accepted values run (info reads no data)
+    const RunResult r = run_stretch({"info"}, {{"STRETCH_LINEAR_BACKWARD", value}});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(std::string("linear backward with 2 threads: ") + value), std::string::npos) << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace stretch::cli

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -169,6 +170,79 @@ TEST(Linear, SkippedRowsGetNoInputGradient) {
   EXPECT_THROW(linear_backward(dx.data(), nullptr, nullptr, go.data(), x.data(), w.data(), bad), Error);
   bad.block = 4, bad.skip = 1;  // 21 rows are not blocks of 4
   EXPECT_THROW(linear_backward(dx.data(), nullptr, nullptr, go.data(), x.data(), w.data(), bad), Error);
+}
+
+// linear_backward's two schedules with 2 threads (ops/linear.h: LinearBackwardSchedule), on every
+// GEMM route: Concurrent gives dinp and dweight exactly the bits one thread gives (each product ran
+// on one thread, and nothing else was summed), both schedules match the double reference, the +=
+// contract holds (dinp, dweight, dbias start non-zero), and the skipped rows of a block stay unwritten.
+TEST(Linear, BackwardSchedulesMatchReferenceAndConcurrentIsOneThreadBits) {
+  const LinearBackwardSchedule saved_schedule = linear_backward_schedule();
+  const GemmLibrary saved_library = gemm_library();
+  const int64_t N = 300, I = 96, O = 80;
+  const std::vector<float> x = random_floats(N * I, 51), w = random_floats(O * I, 52), go = random_floats(N * O, 53);
+  const std::vector<float> dx0 = random_floats(N * I, 54), dw0 = random_floats(O * I, 55), db0 = random_floats(O, 56);
+  for (const bool skip_rows : {false, true}) {
+    LinearDims d{.n = N, .in_features = I, .out_features = O};
+    if (skip_rows) d.block = 100, d.skip = 30;
+    auto kept = [&](int64_t row) { return !skip_rows || row % d.block >= d.skip; };
+    // The double reference: dx0 + go·W on kept rows, dw0 + goᵀ·x, db0 + Σ go.
+    std::vector<double> rdx(N * I, 0.0), rdw(O * I, 0.0), rdb(O, 0.0);
+    {
+      const std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()), god(go.begin(), go.end());
+      ref::linear_backward(rdx.data(), rdw.data(), rdb.data(), god.data(), xd.data(), wd.data(),
+                           LinearDims{.n = N, .in_features = I, .out_features = O});
+    }
+    for (const GemmLibrary lib : {GemmLibrary::OneDnn, GemmLibrary::Mixed, GemmLibrary::OpenBlas}) {
+      set_gemm_library(lib);
+      struct Grads { std::vector<float> dx, dw, db; };
+      auto run = [&](int threads, LinearBackwardSchedule s) {
+        Grads g{dx0, dw0, db0};
+        set_linear_backward_schedule(s);
+        with_threads(threads, [&] {
+          linear_backward(g.dx.data(), g.dw.data(), g.db.data(), go.data(), x.data(), w.data(), d);
+        });
+        return g;
+      };
+      const Grads one = run(1, LinearBackwardSchedule::Sequential);
+      const Grads conc = run(2, LinearBackwardSchedule::Concurrent);
+      const Grads seq = run(2, LinearBackwardSchedule::Sequential);
+      const std::string where = std::string(gemm_library_name(lib)) + (skip_rows ? ", skipped rows" : "");
+      EXPECT_TRUE(bitwise_equal(conc.dx, one.dx)) << "concurrent dinp is not the 1-thread bits: " << where;
+      EXPECT_TRUE(bitwise_equal(conc.dw, one.dw)) << "concurrent dweight is not the 1-thread bits: " << where;
+      EXPECT_TRUE(bitwise_equal(conc.db, seq.db)) << "dbias depends on the schedule: " << where;
+      for (const Grads* g : {&conc, &seq}) {
+        const char* name = g == &conc ? "concurrent" : "sequential";
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t i = 0; i < I; ++i) {
+            const double want = dx0[n * I + i] + (kept(n) ? rdx[n * I + i] : 0.0);
+            ASSERT_NEAR(g->dx[n * I + i], want, 1e-4 * (1 + std::abs(want))) << name << " dinp " << n << "," << i
+                                                                              << " " << where;
+          }
+        for (int64_t j = 0; j < O * I; ++j)
+          ASSERT_NEAR(g->dw[j], dw0[j] + rdw[j], 1e-4 * (1 + std::abs(rdw[j]))) << name << " dweight " << j << " "
+                                                                                << where;
+        for (int64_t o = 0; o < O; ++o)
+          ASSERT_NEAR(g->db[o], db0[o] + rdb[o], 1e-4 * (1 + std::abs(rdb[o]))) << name << " dbias " << o;
+      }
+    }
+  }
+  // An error inside a concurrent product reaches the caller (an exception may not leave an OpenMP
+  // region: it would terminate the process). bf16 products throw a usage error where the CPU has no
+  // bf16 matmul; elsewhere they run, and the schedule's bits are checked by the bf16 model tests.
+  if (!bf16_matmul_supported()) {
+    set_linear_backward_schedule(LinearBackwardSchedule::Concurrent);
+    set_matmul_precision(GemmPrecision::Bf16);
+    std::vector<float> dx(N * I, 0.f), dw(O * I, 0.f);
+    with_threads(2, [&] {
+      EXPECT_THROW(linear_backward(dx.data(), dw.data(), nullptr, go.data(), x.data(), w.data(),
+                                   LinearDims{.n = N, .in_features = I, .out_features = O}),
+                   Error);
+    });
+    set_matmul_precision(GemmPrecision::Fp32);
+  }
+  set_linear_backward_schedule(saved_schedule);
+  set_gemm_library(saved_library);
 }
 
 TEST(KnownValues, Gelu) {
