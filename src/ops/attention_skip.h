@@ -97,9 +97,12 @@ bool tile_negligible(const Eval& ev, const float* qn, const float* ref, bool log
 // as for skipped tiles). On a diagonal tile that is 25% of each column-bounded product and ~44%
 // of each summed one. Where skipping's switch is On and there is no score term of its own
 // (relative keys, span mask); with it Off every block takes the whole tile.
-inline constexpr int kTrimRows = 8;
+// A block is the tile product's micro-kernel rows (8 with AVX-512, 6 with AVX2): the products run
+// block by block on every tile, and blocks of 8 on AVX2 were a 6-row and a 2-row micro-kernel call
+// each, a quarter of the rows at the 2-row kernel's rate (docs/architecture.md).
+inline constexpr int kTrimRows = attn::kMr;
 struct BlockKeys {
-  int end[(kBq + kTrimRows - 1) / kTrimRows];  // keys [0, end[i]) of the tile for rows [8i, 8i + 8)
+  int end[(kBq + kTrimRows - 1) / kTrimRows];  // keys [0, end[i]) of the tile for rows [kTrimRows·i, kTrimRows·(i + 1))
 };
 inline bool trimming_applies(const RelKeySetup& rs, const SpanMaskSetup& sm) {
   return !rs.on && !sm.on && attention_tile_skipping() == TileSkipping::On;
