@@ -9,13 +9,13 @@
 //                                  every forward row)
 // exp_row and exp2_row_lazy have a reference form (exp_row_reference: glibc's vector expf;
 // exp2_row_lazy_reference: plain loops) and, on AVX-512, a fast form with the exponential
-// inlined; tests/ops/test_attention_exp.cpp.
+// inlined (exp_row also on AVX2 + FMA); tests/ops/test_attention_exp.cpp.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -39,10 +39,11 @@ namespace stretch::ops::attn {
 // denormal products to the backward GEMMs. The argument is clamped at −60 first (a NaN
 // argument, too, becomes −60 and so 0).
 //   exp_row_reference: the libmvec form (glibc's vector expf, ≤ 4 ulp), kept as the reference
-//     of the fast form and as the path of builds without AVX-512.
+//     of the fast forms and as the path of builds without AVX2 + FMA.
 //   exp_row (AVX-512): the same contract with exp inlined (simd::exp_vec16, ≤ 2 ulp): no call
 //     into libmvec per 16 lanes, no separate clamp pass (libmvec's vector expf calls scalar
 //     expf lane by lane for out-of-range arguments, so the reference needs one).
+//   exp_row (AVX2 + FMA): the same with simd::exp_vec8 (exp_vec16's arithmetic in 8 lanes).
 inline float exp_row_reference(float* s, int n, float sub) {
 #pragma omp simd
   for (int jj = 0; jj < n; ++jj) {
@@ -84,6 +85,31 @@ inline float exp_row(float* s, int n, float sub) {
     acc = _mm512_add_ps(acc, y);
   }
   return sum_lanes(acc);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// AVX2 + FMA: the same contract with simd::exp_vec8 inlined and the clamp in the same pass.
+// max(x, −60) returns −60 for a NaN x (vmaxps returns its second operand then).
+inline __m256 exp_lanes8(__m256 v, __m256 sub) {
+  const __m256 e = simd::exp_vec8(_mm256_max_ps(_mm256_sub_ps(v, sub), _mm256_set1_ps(-60.f)));
+  return _mm256_and_ps(_mm256_cmp_ps(e, _mm256_set1_ps(1e-26f), _CMP_GT_OQ), e);
+}
+
+inline float exp_row(float* s, int n, float sub) {
+  const __m256 vsub = _mm256_set1_ps(sub);
+  __m256 acc = _mm256_setzero_ps();
+  int jj = 0;
+  for (; jj + 8 <= n; jj += 8) {
+    const __m256 y = exp_lanes8(_mm256_loadu_ps(s + jj), vsub);
+    _mm256_storeu_ps(s + jj, y);
+    acc = _mm256_add_ps(acc, y);
+  }
+  if (jj < n) {  // the last n − jj < 8: masked load and store, the other lanes kept out of the sum
+    const __m256i k = simd::first_lanes8(n - jj);
+    const __m256 y = _mm256_and_ps(exp_lanes8(_mm256_maskload_ps(s + jj, k), vsub), _mm256_castsi256_ps(k));
+    _mm256_maskstore_ps(s + jj, k, y);
+    acc = _mm256_add_ps(acc, y);
+  }
+  return simd::sum_lanes8(acc);
 }
 #else
 inline float exp_row(float* s, int n, float sub) { return exp_row_reference(s, n, sub); }

@@ -5,7 +5,8 @@
 // -ffast-math; we redeclare the same `omp declare simd` clauses here so the rest of the build
 // keeps IEEE semantics. Outside glibc/x86-64 the loops stay scalar and still correct.
 // On AVX-512 builds also an inline exp (simd::exp_vec16, ≤ 2 ulp; no call per 16 lanes) for the
-// softmax loops of the attention kernel (ops/attention_exp.h) and the cross-entropy.
+// softmax loops of the attention kernel (ops/attention_exp.h) and the cross-entropy; on AVX2 + FMA
+// builds its 8-lane form (simd::exp_vec8) for the attention kernel's exp_row.
 #pragma once
 #include <math.h>
 
@@ -94,6 +95,49 @@ inline float max_lanes(__m512 m) {
 // The first min(rest, 16) lanes (none for rest ≤ 0): the mask of a row's next 16 elements.
 inline __mmask16 first_lanes(int64_t rest) {
   return rest >= 16 ? __mmask16(0xFFFF) : rest > 0 ? __mmask16((1u << rest) - 1u) : __mmask16(0);
+}
+
+}  // namespace stretch::ops::simd
+
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+namespace stretch::ops::simd {
+
+// AVX2 + FMA builds (e.g. Zen 3): the attention kernel's exp (ops/attention_exp.h, exp_row).
+// exp(x) for x ∈ [−87, 88]: exp_vec16's reduction and polynomial, with 2^n made from its
+// exponent bits ((n + 127) << 23) instead of vscalefps (over that range the results are normal
+// and the product by a power of two is exact, as vscalefps's): ≤ 2 ulp
+// (tests/ops/test_attention_exp.cpp). Callers clamp below (exp_row at −60).
+inline __m256 exp_vec8(__m256 x) {
+  const __m256 xl = _mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f));
+  const __m256 n = _mm256_round_ps(xl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);  // ln2 high part (exact n·hi)
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723e-6f), r);    // ln2 − high part
+  __m256 p = _mm256_set1_ps(1.f / 5040.f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 720.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+// Lanes summed as a fixed tree (halves, then pairs within 128 bits).
+inline float sum_lanes8(__m256 acc) {
+  __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_add_ss(v, _mm_movehdup_ps(v));
+  return _mm_cvtss_f32(v);
+}
+
+// The first min(rest, 8) lanes as a load/store mask (all bits set), none for rest ≤ 0.
+inline __m256i first_lanes8(int64_t rest) {
+  const int k = rest >= 8 ? 8 : rest > 0 ? static_cast<int>(rest) : 0;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 }  // namespace stretch::ops::simd
