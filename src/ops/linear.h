@@ -46,7 +46,7 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 //   Sequential  dinp's product on both threads, then dweight's on both;
 //   Concurrent  both at once, each on one thread: a layer's products (a few hundred to a few
 //               thousand columns) run at well under twice one thread's rate on two threads, so
-//               side by side they finish sooner (Zen 3: small model +2 to +6% per step).
+//               side by side they finish sooner (Zen 3: small model +3 to +6% per step).
 // The default is Concurrent where the CPU has no AVX-512 (where it was measured), Sequential where it
 // has (not measured there yet: AVX-512 hosts keep the schedule their numbers were taken with).
 // STRETCH_LINEAR_BACKWARD=sequential|concurrent overrides it (read once; another value is a usage
