@@ -2,12 +2,14 @@
 
 #include <cmath>
 
+#if defined(__AVX512F__) || defined(__AVX2__)
 #if defined(__AVX512F__)
 // GCC 12's own avx512fintrin.h initialises _mm512_undefined_epi32() from itself, which
 // -Wuninitialized reports at every inlined use (GCC bug 105593, fixed in GCC 13): not ours.
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 #include <immintrin.h>
 #endif
@@ -78,16 +80,66 @@ inline void philox16(uint64_t key, uint32_t c2_init, uint32_t c3_init, uint64_t 
   for (int l = 0; l < 16; ++l)
     for (int j = 0; j < 4; ++j) out[4 * l + j] = w[j][l];
 }
+#elif defined(__AVX2__)
+// hi and lo 32 bits of the 8 products a[l]·m (vpmuludq on even and odd lanes).
+inline void mul_hi_lo8(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
+  const __m256i even = _mm256_mul_epu32(a, m);                         // lanes 0, 2, ... as 64-bit
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);  // lanes 1, 3, ...
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+}
+
+// 8 counters lo0 .. lo0+7 (64-bit low counter words), Philox rounds in AVX2 registers, then the
+// [4, 8] words transposed to [8, 4] in registers (out[4l + w] = c_w[l]).
+inline void philox8(uint64_t key, uint32_t c2_init, uint32_t c3_init, uint64_t lo0, uint32_t* out) {
+  alignas(32) uint32_t lo[8], hi[8];
+  for (int l = 0; l < 8; ++l) {
+    const uint64_t ctr = lo0 + static_cast<uint64_t>(l);
+    lo[l] = static_cast<uint32_t>(ctr);
+    hi[l] = static_cast<uint32_t>(ctr >> 32);
+  }
+  __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
+  __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
+  __m256i c2 = _mm256_set1_epi32(static_cast<int>(c2_init)), c3 = _mm256_set1_epi32(static_cast<int>(c3_init));
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u)), m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    __m256i hi0, lo0v, hi1, lo1v;
+    mul_hi_lo8(c0, m0, hi0, lo0v);
+    mul_hi_lo8(c2, m1, hi1, lo1v);
+    const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
+    const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
+    c0 = n0;
+    c1 = lo1v;
+    c2 = n2;
+    c3 = lo0v;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  // 4 × 4 transposes within each 128-bit half: u_r holds lane r's words (low half) and lane r + 4's
+  // (high half); then the halves are regrouped as lanes (0, 1), (2, 3), (4, 5), (6, 7).
+  const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpacklo_epi32(c2, c3);
+  const __m256i t2 = _mm256_unpackhi_epi32(c0, c1), t3 = _mm256_unpackhi_epi32(c2, c3);
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t1), u1 = _mm256_unpackhi_epi64(t0, t1);
+  const __m256i u2 = _mm256_unpacklo_epi64(t2, t3), u3 = _mm256_unpackhi_epi64(t2, t3);
+  __m256i* o = reinterpret_cast<__m256i*>(out);
+  _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(u0, u1, 0x20));
+  _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(u2, u3, 0x20));
+  _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(u0, u1, 0x31));
+  _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
+}
 #endif
 
 }  // namespace
 
 void philox4x32_blocks(uint64_t key, uint64_t counter_hi, uint64_t counter_lo0, int64_t n, uint32_t* out) {
-  constexpr int kLanes = 16;
+  [[maybe_unused]] constexpr int kLanes = 16;  // AVX-512 and the generic form (AVX2: 8)
   const uint32_t c2_init = static_cast<uint32_t>(counter_hi), c3_init = static_cast<uint32_t>(counter_hi >> 32);
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + kLanes <= n; i += kLanes) philox16(key, c2_init, c3_init, counter_lo0 + static_cast<uint64_t>(i), out + i * 4);
+#elif defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) philox8(key, c2_init, c3_init, counter_lo0 + static_cast<uint64_t>(i), out + i * 4);
 #else
   constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
   constexpr uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;

@@ -11,7 +11,8 @@ namespace stretch {
 // Philox4x32-10 (Salmon et al., SC'11): 4 x uint32 outputs per (key, counter).
 std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t counter_lo);
 // The same function for n consecutive counters: out [n, 4], row i = philox4x32(key, counter_hi,
-// counter_lo0 + i). Lanes of 16 counters run side by side (SIMD); bitwise equal to the scalar form.
+// counter_lo0 + i). Lanes of 16 (AVX-512) or 8 (AVX2) counters run side by side (SIMD); bitwise equal
+// to the scalar form.
 void philox4x32_blocks(uint64_t key, uint64_t counter_hi, uint64_t counter_lo0, int64_t n, uint32_t* out);
 
 // Uniform float in [0, 1) from 24 random bits.

@@ -24,11 +24,11 @@ TEST(Rng, PhiloxKnownAnswers) {
   EXPECT_EQ(f[3], 0x6d5451fdu);
 }
 
-// The SIMD form must equal the scalar one bit for bit: full 16-lane groups, a tail, and counters
+// The SIMD form must equal the scalar one bit for bit: full 16-lane (AVX-512) and 8-lane (AVX2) groups, a tail, and counters
 // that carry into the high word (2^32 − 5 ...) or wrap around 2^64.
 TEST(Rng, PhiloxBlocksMatchScalar) {
   for (uint64_t lo0 : {uint64_t{0}, uint64_t{12345}, (uint64_t{1} << 32) - 5, ~uint64_t{0} - 7}) {
-    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{37}}) {
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{15}, int64_t{16}, int64_t{37}}) {
       std::vector<uint32_t> out(static_cast<size_t>(n) * 4);
       philox4x32_blocks(0x1234567890abcdefull, 0xfeedull << 20, lo0, n, out.data());
       for (int64_t i = 0; i < n; ++i) {
