@@ -24,23 +24,13 @@
 #include <vector>
 
 #include "ops/attention.h"
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "ops/attention_lanes.h"
 
 namespace stretch::ops::attn {
 
-#if defined(__AVX512F__)
-// The forward's log2-unit pass (attention_exp.h, exp2_row_lazy) asks each evaluator for
-// bias2(rel0, c): a function (q, k) → c·bias_h(rel0 + 16q + lane) for the 16 lanes (k: the lanes
-// inside the row; table loads are masked by it).
-// (The masked conversion with every lane set: GCC 12's unmasked one warns -Wmaybe-uninitialized.)
-inline __m512 rel_lanes(int32_t rel) {  // rel + lane, as floats (exact below 2^24)
-  return _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_add_epi32(_mm512_set1_epi32(rel),
-                                             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)));
-}
-#endif
+// The forward's log2-unit pass (attention_exp.h, exp2_row_lazy; STRETCH_ATTN_LOG2 builds) asks each
+// evaluator for bias2(rel0, c): a function (q, k) → c·bias_h(rel0 + kRowLanes·q + lane) for the
+// kRowLanes lanes of vector q (k: the lanes inside the row; table loads are masked by it).
 
 enum class BiasEval : uint8_t { None, Linear, SymLinear, AlibiShaped, Table };
 
@@ -86,9 +76,9 @@ struct EvalNone {
   void grad(const float*, int, int32_t, BiasGrad&) const {}
   static constexpr bool kBounded = false;  // no distance penalty: no key tile is ever negligible
   float bias_upper(int32_t, int32_t) const { return 0.f; }
-#if defined(__AVX512F__)
+#if STRETCH_ATTN_LOG2
   auto bias2(int32_t, float) const {
-    return [](int, __mmask16) { return _mm512_setzero_ps(); };
+    return [](int, LaneMask) { return lanes_zero(); };
   }
 #endif
 };
@@ -111,10 +101,10 @@ struct EvalLinear {
   float bias_upper(int32_t lo, int32_t hi) const {
     return std::max(m * static_cast<float>(lo), m * static_cast<float>(hi));
   }
-#if defined(__AVX512F__)
+#if STRETCH_ATTN_LOG2
   auto bias2(int32_t rel0, float c) const {
-    const __m512 mc = _mm512_set1_ps(m * c);
-    return [=](int q, __mmask16) { return _mm512_mul_ps(mc, rel_lanes(rel0 + 16 * q)); };
+    const Lanes mc = lanes_set1(m * c);
+    return [=](int q, LaneMask) { return lanes_mul(mc, rel_lanes(rel0 + kRowLanes * q)); };
   }
 #endif
 };
@@ -139,10 +129,10 @@ struct EvalSymLinear {
     const float far = std::max(std::fabs(float(lo)), std::fabs(float(hi)));
     return m >= 0.f ? -m * near : -m * far;
   }
-#if defined(__AVX512F__)
+#if STRETCH_ATTN_LOG2
   auto bias2(int32_t rel0, float c) const {
-    const __m512 mc = _mm512_set1_ps(-m * c);
-    return [=](int q, __mmask16) { return _mm512_mul_ps(mc, _mm512_abs_ps(rel_lanes(rel0 + 16 * q))); };
+    const Lanes mc = lanes_set1(-m * c);
+    return [=](int q, LaneMask) { return lanes_mul(mc, lanes_abs(rel_lanes(rel0 + kRowLanes * q))); };
   }
 #endif
 };
@@ -167,11 +157,11 @@ struct EvalAlibiShaped {
   }
   static constexpr bool kBounded = false;  // (a range maximum of the table: not worth it yet)
   float bias_upper(int32_t, int32_t) const { return std::numeric_limits<float>::infinity(); }
-#if defined(__AVX512F__)
+#if STRETCH_ATTN_LOG2
   auto bias2(int32_t rel0, float c) const {
-    const __m512 mc = _mm512_set1_ps(neg_m * c);
+    const Lanes mc = lanes_set1(neg_m * c);
     const float* f = f_at_rel0 + rel0;
-    return [=](int q, __mmask16 k) { return _mm512_mul_ps(mc, _mm512_maskz_loadu_ps(k, f + 16 * q)); };
+    return [=](int q, LaneMask k) { return lanes_mul(mc, lanes_load(k, f + kRowLanes * q)); };
   }
 #endif
 };
@@ -193,11 +183,11 @@ struct EvalTable {
   }
   static constexpr bool kBounded = false;
   float bias_upper(int32_t, int32_t) const { return std::numeric_limits<float>::infinity(); }
-#if defined(__AVX512F__)
+#if STRETCH_ATTN_LOG2
   auto bias2(int32_t rel0, float c) const {
-    const __m512 vc = _mm512_set1_ps(c);
+    const Lanes vc = lanes_set1(c);
     const float* t = at_rel0 + rel0;
-    return [=](int q, __mmask16 k) { return _mm512_mul_ps(vc, _mm512_maskz_loadu_ps(k, t + 16 * q)); };
+    return [=](int q, LaneMask k) { return lanes_mul(vc, lanes_load(k, t + kRowLanes * q)); };
   }
 #endif
 };

@@ -72,7 +72,7 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
   std::fill(w.l, w.l + mq, 0.f);
   // kn (non-null when this call may skip): max |k| per key tile; the rows' |q| for the test.
   if (kn != nullptr) row_norms(w.qn, Q, ldq, mq, D);
-  // AVX-512 (attention_exp.h, exp2_row_lazy): bias, mask, lazy maximum and exp in one pass over
+  // AVX-512 and AVX2 + FMA (attention_exp.h, exp2_row_lazy): bias, mask, lazy maximum and exp in one pass over
   // registers, the mask as the row's visible run; the relative-key band joins the bias there (a
   // reversed load of the row's run). Key padding (not a run) and the span mask (a pass of its own)
   // finish the scores first, then take the same exp pass.
@@ -125,7 +125,7 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
         if (sm.on && !sm.after) add_reversed(s, nk, sm.m_at(h, pos - j0));
         if (masked) mask_row(s, nk, g, b, pos, j0);
       }
-#if defined(__AVX512F__)
+#if STRETCH_ATTN_LOG2
       if (fused) {
         int lo = 0, hi = nk;
         if (masked) {
@@ -136,18 +136,17 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
         const auto bias2 = ev.bias2(static_cast<int32_t>(j0 - pos), kLog2e);
         if (rs.on) {  // + scale·log2 e · band entry of key jj (at brow[−jj]), reversed in registers
           const float* brow = w.band + r * ld_band + r + (j_end - j0) - 1;
-          const __m512 vs2 = _mm512_set1_ps(scale2);
-          const auto with_band = [&](int q, __mmask16 in) {
-            const __m512 run = _mm512_loadu_ps(brow - 16 * q - 15);  // keys 16q + 15 .. 16q
-            const __m512 band = __builtin_shufflevector(run, run, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-            return _mm512_fmadd_ps(band, vs2, bias2(q, in));
+          const attn::Lanes vs2 = attn::lanes_set1(scale2);
+          const auto with_band = [&](int q, attn::LaneMask in) {  // keys kRowLanes·q + kRowLanes − 1 .. kRowLanes·q
+            const attn::Lanes band = attn::lanes_load_reversed(brow - attn::kRowLanes * (q + 1) + 1);
+            return attn::lanes_fmadd(band, vs2, bias2(q, in));
           };
           sum = attn::exp2_row_lazy(s, nk, lo, hi, scale2, with_band, m_old, lazy, &m_new);
         } else {
           sum = attn::exp2_row_lazy(s, nk, lo, hi, scale2, bias2, m_old, lazy, &m_new);
         }
       } else {
-        const auto no_bias = [](int, __mmask16) { return _mm512_setzero_ps(); };
+        const auto no_bias = [](int, attn::LaneMask) { return attn::lanes_zero(); };
         sum = attn::exp2_row_lazy(s, nk, 0, nk, kLog2e, no_bias, m_old, lazy, &m_new);
       }
 #else

@@ -44,13 +44,10 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kLazy = 8.f;  // online softmax: tolerated growth of exp(s − m), e^8 ≈ 3e3
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr double kLn2 = 0.693147180559945309;
-// The forward's running max m is in log2 units on AVX-512 builds (attn::exp2_row_lazy), in
-// natural units elsewhere (attn::exp_row_lazy); lse is natural in both.
-#if defined(__AVX512F__)
-constexpr bool kLog2Units = true;
-#else
-constexpr bool kLog2Units = false;
-#endif
+// The forward's running max m is in log2 units where attn::exp2_row_lazy has a fast form
+// (STRETCH_ATTN_LOG2: AVX-512, AVX2 + FMA), in natural units elsewhere (attn::exp_row_lazy); lse is
+// natural in both.
+constexpr bool kLog2Units = STRETCH_ATTN_LOG2 != 0;
 
 // A buffer from the tensor pool (64-byte aligned, cached between calls).
 template <class T>

@@ -5,11 +5,11 @@
 //                                  scores (builds without AVX-512): m_new = the row max if it
 //                                  exceeds m_old + lazy, else m_old; then exp_row(s, n, m_new)
 //   exp2_row_lazy(s, n, lo, hi, scale2, bias2, m_old, lazy2, &m_new): the same step in log2 units
-//                                  from raw dot products, bias and mask included (AVX-512 builds:
-//                                  every forward row)
+//                                  from raw dot products, bias and mask included (AVX-512 and
+//                                  AVX2 + FMA builds: every forward row)
 // exp_row and exp2_row_lazy have a reference form (exp_row_reference: glibc's vector expf;
-// exp2_row_lazy_reference: plain loops) and, on AVX-512, a fast form with the exponential
-// inlined (exp_row also on AVX2 + FMA); tests/ops/test_attention_exp.cpp.
+// exp2_row_lazy_reference: plain loops) and, on AVX-512 and on AVX2 + FMA, a fast form with the
+// exponential inlined; tests/ops/test_attention_exp.cpp.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -19,6 +19,7 @@
 #include <immintrin.h>
 #endif
 
+#include "ops/attention_lanes.h"
 #include "ops/simd_math.h"
 
 // glibc's libmvec provides vector expf (_ZGVeN16v_expf, _ZGVdN8v_expf, ...). Declaring expf
@@ -117,7 +118,7 @@ inline float exp_row(float* s, int n, float sub) { return exp_row_reference(s, n
 
 // The forward's step of the online softmax for one row (lazy rescaling: the reference point
 // only moves when the row's maximum exceeds it by more than `lazy`). The maximum skips NaN.
-// (AVX-512 builds run exp2_row_lazy below instead, for every row.)
+// (AVX-512 and AVX2 + FMA builds run exp2_row_lazy below instead, for every row.)
 inline float exp_row_lazy(float* s, int n, float m_old, float lazy, float* m_new) {
   float mx = -std::numeric_limits<float>::infinity();
   // `s > mx ? s : mx`, not std::max(mx, s): GCC 12 vectorises only this form of the
@@ -144,8 +145,8 @@ inline float exp_row_lazy(float* s, int n, float m_old, float lazy, float* m_new
 // natural-unit scores with scale2 = log2 e, a zero bias and [lo, hi) = [0, n) (−inf for masked).
 //   exp2_row_lazy_reference: plain loops (fmaf for x, so the same x and m_new; exp2f for the
 //     exponential), the reference of the fast form (tests/ops/test_attention_exp.cpp);
-//   exp2_row_lazy (AVX-512, n ≤ 64): bias2(q, k) gives lanes 16q .. 16q+15 of bias2 (k: the
-//     lanes inside the row).
+//   exp2_row_lazy (AVX-512, and AVX2 + FMA below; n ≤ 64): bias2(q, k) gives lanes
+//     kRowLanes·q .. kRowLanes·(q+1) − 1 of bias2 (k: the lanes inside the row; attention_lanes.h).
 inline constexpr float kFlush2 = -86.5f;  // 2^−86.5 = 1.1e−26; e^−60 = 8.8e−27
 
 template <class Bias2>
@@ -205,6 +206,56 @@ inline float exp2_row_lazy(float* s, int n, int lo, int hi, float scale2, const 
     acc = _mm512_add_ps(acc, y);
   }
   return sum_lanes(acc);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// AVX2 + FMA (n ≤ 64): the same step in two passes over 8-lane vectors, as 16 ymm registers cannot
+// hold a row's eight x vectors next to the constants: x (invisible lanes −inf), the lazy test and
+// the maximum into an aligned buffer, then 2^(x − m) into s. bias2(q, k) gives lanes 8q .. 8q+7 of
+// bias2 (k: the lanes inside the row, every bit of a lane set). Full: a whole visible row of 64
+// (most rows of a tile), without masks. Masked stores are for a short row's tail only (slow on AMD).
+template <bool Full, class Bias2>
+inline float exp2_row_lazy8(float* s, int n, int lo, int hi, float scale2, const Bias2& bias2, float m_old,
+                            float lazy2, float* m_new) {
+  alignas(32) float xb[64];
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m256 thr = _mm256_set1_ps(m_old + lazy2);
+  const __m256 vs = _mm256_set1_ps(scale2);
+  const int nv = Full ? 8 : (n + 7) / 8;
+  __m256 over = _mm256_setzero_ps(), mx = ninf;  // max(x, mx) returns mx where x is NaN
+  for (int q = 0; q < nv; ++q) {
+    __m256 x;
+    if constexpr (Full) {
+      x = _mm256_fmadd_ps(_mm256_loadu_ps(s + 8 * q), vs, bias2(q, _mm256_set1_epi32(-1)));
+    } else {
+      const __m256i in = simd::first_lanes8(n - 8 * q);
+      const __m256i vis = _mm256_andnot_si256(simd::first_lanes8(lo - 8 * q),
+                                              _mm256_and_si256(simd::first_lanes8(hi - 8 * q), in));
+      const __m256 raw = 8 * q + 8 <= n ? _mm256_loadu_ps(s + 8 * q) : _mm256_maskload_ps(s + 8 * q, in);
+      x = _mm256_blendv_ps(ninf, _mm256_fmadd_ps(raw, vs, bias2(q, in)), _mm256_castsi256_ps(vis));
+    }
+    over = _mm256_or_ps(over, _mm256_cmp_ps(x, thr, _CMP_GT_OQ));
+    mx = _mm256_max_ps(x, mx);
+    _mm256_store_ps(xb + 8 * q, x);
+  }
+  const float m = _mm256_movemask_ps(over) != 0 ? simd::max_lanes8(mx) : m_old;
+  *m_new = m;
+  const __m256 vm = _mm256_set1_ps(m), flush = _mm256_set1_ps(kFlush2);
+  __m256 acc = _mm256_setzero_ps();
+  for (int q = 0; q < nv; ++q) {
+    const __m256 t = _mm256_sub_ps(_mm256_load_ps(xb + 8 * q), vm);
+    const __m256 y = simd::exp2_keep8(_mm256_cmp_ps(t, flush, _CMP_GT_OQ), t);
+    if (Full || 8 * q + 8 <= n) _mm256_storeu_ps(s + 8 * q, y);
+    else _mm256_maskstore_ps(s + 8 * q, simd::first_lanes8(n - 8 * q), y);
+    acc = _mm256_add_ps(acc, y);
+  }
+  return simd::sum_lanes8(acc);
+}
+
+template <class Bias2>
+inline float exp2_row_lazy(float* s, int n, int lo, int hi, float scale2, const Bias2& bias2, float m_old,
+                           float lazy2, float* m_new) {
+  if (n == 64 && lo == 0 && hi == 64) return exp2_row_lazy8<true>(s, n, lo, hi, scale2, bias2, m_old, lazy2, m_new);
+  return exp2_row_lazy8<false>(s, n, lo, hi, scale2, bias2, m_old, lazy2, m_new);
 }
 #endif
 

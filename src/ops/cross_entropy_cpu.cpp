@@ -2,7 +2,8 @@
 // Forward: OpenMP over rows; each row is read once, in chunks that stay in L1: the chunk's max
 // (vectorised), a rescale of the running sum when the max grows (online softmax), then Σ exp of
 // the chunk. Row sums and the loss reduction in double. The exp: on AVX-512 builds simd::exp_any16
-// (ops/simd_math.h, inline, ≤ 2 ulp), elsewhere libmvec's expf (≤ 4 ulp) through `omp simd`.
+// (ops/simd_math.h, inline, ≤ 2 ulp), on AVX2 + FMA simd::exp_any8 (the same in 8 lanes),
+// elsewhere libmvec's expf (≤ 4 ulp) through `omp simd`.
 // Backward: OpenMP over rows, dlogits += scale·exp(x − lse) vectorised, then −scale at the target.
 // In place (training): forward leaves exp(x − rowmax), or with InplaceForm::Softmax already the
 // softmax (one L2-resident pass per row instead of backward's pass over [N, V] from memory).
@@ -23,7 +24,8 @@ namespace {
 constexpr int64_t kChunk = 512;
 
 // The exp loops of this file. AVX-512: the inline exp, 16 lanes a step, the tail masked, lane
-// sums added as a fixed tree; elsewhere the `omp simd` loops over libmvec's expf.
+// sums added as a fixed tree; AVX2 + FMA: the same with simd::exp_any8, 8 lanes a step, the tail
+// masked; elsewhere the `omp simd` loops over libmvec's expf.
 // Σ_v exp(x[v] − m) over [0, n); with Store, also out[v] ← exp(x[v] − m) (out may be x).
 template <bool Store>
 float exp_sum(const float* x, float* out, int64_t n, float m) {
@@ -37,6 +39,23 @@ float exp_sum(const float* x, float* out, int64_t n, float m) {
     acc = _mm512_mask_add_ps(acc, k, acc, e);
   }
   return simd::sum_lanes(acc);
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t v = 0;
+  for (; v + 8 <= n; v += 8) {
+    const __m256 e = simd::exp_any8(_mm256_sub_ps(_mm256_loadu_ps(x + v), vm));
+    if constexpr (Store) _mm256_storeu_ps(out + v, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  if (v < n) {  // the last n − v < 8: masked load and store, the other lanes kept out of the sum
+    const __m256i k = simd::first_lanes8(n - v);
+    const __m256 e = _mm256_and_ps(simd::exp_any8(_mm256_sub_ps(_mm256_maskload_ps(x + v, k), vm)),
+                                   _mm256_castsi256_ps(k));
+    if constexpr (Store) _mm256_maskstore_ps(out + v, k, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  return simd::sum_lanes8(acc);
 #else
   float cs = 0.f;
 #pragma omp simd reduction(+ : cs)
@@ -58,6 +77,18 @@ void scaled_exp(float* g, const float* x, int64_t n, float l, float scale) {
     const __mmask16 k = simd::first_lanes(n - v);
     const __m512 e = _mm512_mul_ps(vs, simd::exp_any16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + v), vl)));
     _mm512_mask_storeu_ps(g + v, k, Acc ? _mm512_add_ps(_mm512_maskz_loadu_ps(k, g + v), e) : e);
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256 vl = _mm256_set1_ps(l), vs = _mm256_set1_ps(scale);
+  int64_t v = 0;
+  for (; v + 8 <= n; v += 8) {
+    const __m256 e = _mm256_mul_ps(vs, simd::exp_any8(_mm256_sub_ps(_mm256_loadu_ps(x + v), vl)));
+    _mm256_storeu_ps(g + v, Acc ? _mm256_add_ps(_mm256_loadu_ps(g + v), e) : e);
+  }
+  if (v < n) {
+    const __m256i k = simd::first_lanes8(n - v);
+    const __m256 e = _mm256_mul_ps(vs, simd::exp_any8(_mm256_sub_ps(_mm256_maskload_ps(x + v, k), vl)));
+    _mm256_maskstore_ps(g + v, k, Acc ? _mm256_add_ps(_mm256_maskload_ps(g + v, k), e) : e);
   }
 #else
   if constexpr (Acc) {

@@ -6,7 +6,8 @@
 // keeps IEEE semantics. Outside glibc/x86-64 the loops stay scalar and still correct.
 // On AVX-512 builds also an inline exp (simd::exp_vec16, ≤ 2 ulp; no call per 16 lanes) for the
 // softmax loops of the attention kernel (ops/attention_exp.h) and the cross-entropy; on AVX2 + FMA
-// builds its 8-lane form (simd::exp_vec8) for the attention kernel's exp_row.
+// builds its 8-lane forms (simd::exp_vec8 for the attention kernel's exp_row, simd::exp_any8 for
+// the cross-entropy).
 #pragma once
 #include <math.h>
 
@@ -104,12 +105,10 @@ inline __mmask16 first_lanes(int64_t rest) {
 
 namespace stretch::ops::simd {
 
-// AVX2 + FMA builds (e.g. Zen 3): the attention kernel's exp (ops/attention_exp.h, exp_row).
-// exp(x) for x ∈ [−87, 88]: exp_vec16's reduction and polynomial, with 2^n made from its
-// exponent bits ((n + 127) << 23) instead of vscalefps (over that range the results are normal
-// and the product by a power of two is exact, as vscalefps's): ≤ 2 ulp
-// (tests/ops/test_attention_exp.cpp). Callers clamp below (exp_row at −60).
-inline __m256 exp_vec8(__m256 x) {
+// AVX2 + FMA builds (e.g. Zen 3): the attention kernel's and the cross-entropy's exp.
+// exp_vec16's reduction and polynomial in 8 lanes: x = n·ln2 + r, e^r by the degree-7 Taylor
+// polynomial p; returns p and sets *n (as floats). Valid for x ∈ [−104, 88].
+inline __m256 exp_poly8(__m256 x, __m256* n_out) {
   const __m256 xl = _mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f));
   const __m256 n = _mm256_round_ps(xl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);  // ln2 high part (exact n·hi)
@@ -122,8 +121,59 @@ inline __m256 exp_vec8(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  *n_out = n;
+  return p;
+}
+
+// 2^n for integer n ∈ [−126, 127] from its exponent bits ((n + 127) << 23).
+inline __m256 pow2_bits8(__m256i n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+}
+
+// exp(x) for x ∈ [−87, 88]: p·2^n with 2^n from its exponent bits instead of vscalefps (over that
+// range the results are normal and the product by a power of two is exact, as vscalefps's):
+// ≤ 2 ulp (tests/ops/test_attention_exp.cpp). Callers clamp below (exp_row at −60).
+inline __m256 exp_vec8(__m256 x) {
+  __m256 n;
+  const __m256 p = exp_poly8(x, &n);
+  return _mm256_mul_ps(p, pow2_bits8(_mm256_cvtps_epi32(n)));
+}
+
+// exp(x) for any x (exp_any16's contract, the cross-entropy's exp): NaN stays NaN (max returns its
+// second operand, x, then), below −104 (and −inf) the result is exp(−104), which rounds to 0.
+// n ∈ [−150, 127] is applied as 2^⌊n/2⌋ · 2^(n − ⌊n/2⌋), both normal: the first product is exact,
+// the second rounds once, so subnormal results are rounded as vscalefps rounds them (≤ 2 ulp).
+inline __m256 exp_any8(__m256 x) {
+  __m256 n;
+  const __m256 p = exp_poly8(_mm256_max_ps(_mm256_set1_ps(-104.f), x), &n);
+  const __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1);
+  return _mm256_mul_ps(_mm256_mul_ps(p, pow2_bits8(n1)), pow2_bits8(_mm256_sub_epi32(ni, n1)));
+}
+
+// 2^t on the lanes of keep (all bits set), 0 on the others, for t ∈ (kFlush2, 12] on the kept lanes
+// (the forward's log2-unit pass: flushed at or below 2^−86.5, t ≤ lazy2): exp2_maskz16's reduction
+// and polynomial in 8 lanes, 2^n from its exponent bits (normal over that range, the product exact
+// as vscalefps's). Lanes outside keep may hold anything (−inf, NaN): the AND clears them.
+inline __m256 exp2_keep8(__m256 keep, __m256 t) {
+  const __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(t, n);
+  __m256 p = _mm256_set1_ps(1.534581243e-4f);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.339993090e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618489072e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550328642e-2f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402264625e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931471825e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.f));
+  return _mm256_and_ps(keep, _mm256_mul_ps(p, pow2_bits8(_mm256_cvtps_epi32(n))));
+}
+
+// The largest lane, by the same tree as sum_lanes8. max(a, b) returns b when a is NaN: callers
+// pass vectors whose NaN lanes were already skipped.
+inline float max_lanes8(__m256 m) {
+  __m128 v = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  v = _mm_max_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_max_ss(v, _mm_movehdup_ps(v));
+  return _mm_cvtss_f32(v);
 }
 
 // Lanes summed as a fixed tree (halves, then pairs within 128 bits).

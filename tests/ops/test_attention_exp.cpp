@@ -1,11 +1,11 @@
 // tests/ops/test_attention_exp.cpp — the fused attention's softmax exponentials (ops/attention_exp.h):
 // exp_row's contract (s ← exp(s − sub), flushed to 0 below e^−60, NaN and −inf to 0, the sum
-// returned, nothing past n written) checked against double exp, the fast inline form (AVX-512
-// builds) against the libmvec reference form and both against double exp in ulps; the forward's
-// lazy online-softmax step over finished scores (exp_row_lazy, and exp2_row_lazy in that use); the
-// forward's log2-unit step (exp2_row_lazy, simd::exp2_maskz16) against its reference and double
-// exp2; and the same inline exp for any argument (simd::exp_any16, the cross-entropy's) down to
-// subnormals.
+// returned, nothing past n written) checked against double exp, the fast inline form (AVX-512 and
+// AVX2 + FMA builds) against the libmvec reference form and both against double exp in ulps; the
+// forward's lazy online-softmax step over finished scores (exp_row_lazy, and exp2_row_lazy in that
+// use); the forward's log2-unit step (exp2_row_lazy, simd::exp2_maskz16 / exp2_keep8) against its
+// reference and double exp2; and the same inline exp for any argument (simd::exp_any16 / exp_any8,
+// the cross-entropy's) down to subnormals.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -127,7 +127,7 @@ TEST(AttentionExp, SpecialValuesAsTheReference) {
 }
 
 // The lazy step over finished scores, both forms the forward uses: exp_row_lazy (natural units,
-// builds without AVX-512) and, on AVX-512, exp2_row_lazy given the scores with scale2 = log2 e and
+// builds without AVX-512 or AVX2 + FMA) and, on those, exp2_row_lazy given the scores with scale2 = log2 e and
 // no bias (the rows with relative keys, a span mask or key padding). Checked against the rule
 // computed here: m_new = the row maximum (NaN skipped) if it exceeds m_old + lazy, else m_old;
 // each term exp(s − m_new) in double, 0 for −inf, NaN and below the flush; the sum; the guards.
@@ -177,10 +177,10 @@ TEST(AttentionExp, LazyStepOverFinishedScores) {
       float ma = 1.f;
       const float sa = exp_row_lazy(a.data(), n, m_old, 8.f, &ma);
       check(a, sa, ma, 1.f, "exp_row_lazy");
-#if defined(__AVX512F__)
+#if STRETCH_ATTN_LOG2
       std::vector<float> b(row);
       float mb = 1.f;
-      const auto no_bias = [](int, __mmask16) { return _mm512_setzero_ps(); };
+      const auto no_bias = [](int, LaneMask) { return lanes_zero(); };
       const float sb = exp2_row_lazy(b.data(), n, 0, n, log2e, no_bias, m_old * log2e, 8.f * log2e, &mb);
       check(b, sb, mb, log2e, "exp2_row_lazy");
 #endif
@@ -219,7 +219,21 @@ TEST(AttentionExp, Log2StepReferenceAgainstDoubleExp2) {
   EXPECT_NEAR(sum, want, 1e-6 * want);
 }
 
+#if STRETCH_ATTN_LOG2
+// 2^t over 16 floats on the lanes of the bit mask `keep`, 0 elsewhere: simd::exp2_maskz16, or
+// simd::exp2_keep8 twice (AVX2 + FMA).
+void exp2_16_floats(uint32_t keep, const float* in, float* out) {
 #if defined(__AVX512F__)
+  _mm512_storeu_ps(out, simd::exp2_maskz16(static_cast<__mmask16>(keep), _mm512_loadu_ps(in)));
+#else
+  for (int h = 0; h < 2; ++h) {
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i k = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(keep >> (8 * h))), bit), bit);
+    _mm256_storeu_ps(out + 8 * h, simd::exp2_keep8(_mm256_castsi256_ps(k), _mm256_loadu_ps(in + 8 * h)));
+  }
+#endif
+}
+
 // 2^t (the forward's exponential in log2 units) within 1 ulp of double exp2 over the arguments
 // the pass gives it (t = x − m ≤ lazy2 = 8·log2 e; flushed at or below kFlush2), i.e. at most one
 // float from the correctly rounded value; lanes outside the mask are 0 whatever they hold.
@@ -231,13 +245,13 @@ TEST(AttentionExp, Exp2WithinOneUlpOfDoubleExp2) {
     float in[16] = {}, out[16];
     const size_t m = std::min<size_t>(16, xs.size() - i);
     for (size_t j = 0; j < m; ++j) in[j] = xs[i + j];
-    _mm512_storeu_ps(out, simd::exp2_maskz16(simd::first_lanes(static_cast<int64_t>(m)), _mm512_loadu_ps(in)));
+    exp2_16_floats((1u << m) - 1u, in, out);
     for (size_t j = 0; j < m; ++j) worst = std::max(worst, ulps(out[j], std::exp2(static_cast<double>(in[j]))));
   }
   EXPECT_LE(worst, 1.5);  // at most one float from the rounded exp2 (the polynomial: ≤ 0.94 ulp)
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   float sp[16] = {-inf, nan, inf, 0.f, -0.f, 1.f, -1.f, 10.5f, -86.f}, r[16];
-  _mm512_storeu_ps(r, simd::exp2_maskz16(0x01F8, _mm512_loadu_ps(sp)));  // lanes 3..8
+  exp2_16_floats(0x01F8, sp, r);  // lanes 3..8
   EXPECT_EQ(r[0], 0.f);
   EXPECT_EQ(r[1], 0.f);
   EXPECT_EQ(r[2], 0.f);
@@ -270,7 +284,7 @@ TEST(AttentionExp, Log2StepAsReference) {
       const float m_olds[] = {-inf, -3.f, 0.5f, 4.f, 40.f};
       const float m_old = m_olds[trial % 5];
       const float scale2 = trial % 2 ? 0.18033688f : 1.f;
-      const auto fast_bias = [&](int q, __mmask16 k) { return _mm512_maskz_loadu_ps(k, bias.data() + 16 * q); };
+      const auto fast_bias = [&](int q, LaneMask k) { return lanes_load(k, bias.data() + kRowLanes * q); };
       const auto ref_bias = [&](int jj) { return bias[jj]; };
       std::vector<float> a(row), b(row);
       float ma = 1.f, mb = 2.f;
@@ -295,6 +309,17 @@ TEST(AttentionExp, Log2StepAsReference) {
   EXPECT_GT(empty, 5);
 }
 
+
+// The cross-entropy's exp over 16 floats: simd::exp_any16, or simd::exp_any8 twice (AVX2 + FMA).
+void exp_any_16_floats(const float* in, float* out) {
+#if defined(__AVX512F__)
+  _mm512_storeu_ps(out, simd::exp_any16(_mm512_loadu_ps(in)));
+#else
+  _mm256_storeu_ps(out, simd::exp_any8(_mm256_loadu_ps(in)));
+  _mm256_storeu_ps(out + 8, simd::exp_any8(_mm256_loadu_ps(in + 8)));
+#endif
+}
+
 // The cross-entropy's form: any x ≤ 0, subnormal results included, −inf → 0, NaN → NaN.
 TEST(AttentionExp, AnyArgumentFormWithinTwoUlpsDownToSubnormals) {
   const std::vector<float> xs = sampled(-110.f, 0.f, 97);
@@ -303,7 +328,7 @@ TEST(AttentionExp, AnyArgumentFormWithinTwoUlpsDownToSubnormals) {
     float in[16] = {}, out[16];
     const size_t m = std::min<size_t>(16, xs.size() - i);
     for (size_t j = 0; j < m; ++j) in[j] = xs[i + j];
-    _mm512_storeu_ps(out, simd::exp_any16(_mm512_loadu_ps(in)));
+    exp_any_16_floats(in, out);
     for (size_t j = 0; j < m; ++j) {
       const double e = std::exp(static_cast<double>(in[j]));
       ASSERT_GE(out[j], 0.f) << in[j];
@@ -317,7 +342,7 @@ TEST(AttentionExp, AnyArgumentFormWithinTwoUlpsDownToSubnormals) {
   EXPECT_LE(worst, 2.0);
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   float sp[16] = {-inf, nan, 0.f, -0.f, -1e30f, -104.f, -87.f, 1.f}, r[16];
-  _mm512_storeu_ps(r, simd::exp_any16(_mm512_loadu_ps(sp)));
+  exp_any_16_floats(sp, r);
   EXPECT_EQ(r[0], 0.f);
   EXPECT_TRUE(std::isnan(r[1])) << "a NaN logit must reach the loss";
   EXPECT_EQ(r[2], 1.f);
