@@ -9,12 +9,12 @@
 #include <cblas.h>
 #include <dlfcn.h>
 
-#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 
+#include "core/cached_setting.h"
 #include "core/error.h"
 #include "core/memory_limit_crash.h"
 #include "ops/gemm.h"
@@ -27,8 +27,7 @@
 namespace stretch::ops {
 namespace {
 
-constexpr int kUnset = -1;
-std::atomic<int> g_library{kUnset};
+CachedSetting<GemmLibrary> g_library;
 
 struct OpenBlasApi {
   decltype(&cblas_sgemm) sgemm = nullptr;
@@ -91,19 +90,11 @@ GemmLibrary from_environment() {
 
 }  // namespace
 
-GemmLibrary gemm_library() {
-  int v = g_library.load(std::memory_order_relaxed);
-  if (v == kUnset) {
-    v = static_cast<int>(from_environment());
-    int expected = kUnset;
-    if (!g_library.compare_exchange_strong(expected, v)) v = expected;
-  }
-  return static_cast<GemmLibrary>(v);
-}
+GemmLibrary gemm_library() { return g_library.get(from_environment); }
 
 void set_gemm_library(GemmLibrary lib) {
   if (lib != GemmLibrary::OneDnn) require_api(std::string("GEMM library ") + gemm_library_name(lib));
-  g_library.store(static_cast<int>(lib));
+  g_library.set(lib);
 }
 
 const char* gemm_library_name(GemmLibrary lib) {

@@ -1,9 +1,9 @@
 // ops/linear_schedule.cpp — linear_backward's schedule (ops/linear.h: LinearBackwardSchedule): the
 // host's default, the STRETCH_LINEAR_BACKWARD override, read once.
-#include <atomic>
 #include <cstdlib>
 #include <string>
 
+#include "core/cached_setting.h"
 #include "core/error.h"
 #include "ops/gemm.h"
 #include "ops/linear.h"
@@ -11,8 +11,7 @@
 namespace stretch::ops {
 namespace {
 
-constexpr int kUnset = -1;
-std::atomic<int> g_schedule{kUnset};
+CachedSetting<LinearBackwardSchedule> g_schedule;
 
 LinearBackwardSchedule from_environment() {
   const char* v = std::getenv("STRETCH_LINEAR_BACKWARD");
@@ -26,17 +25,9 @@ LinearBackwardSchedule from_environment() {
 
 }  // namespace
 
-LinearBackwardSchedule linear_backward_schedule() {
-  int v = g_schedule.load(std::memory_order_relaxed);
-  if (v == kUnset) {
-    v = static_cast<int>(from_environment());
-    int expected = kUnset;
-    if (!g_schedule.compare_exchange_strong(expected, v)) v = expected;
-  }
-  return static_cast<LinearBackwardSchedule>(v);
-}
+LinearBackwardSchedule linear_backward_schedule() { return g_schedule.get(from_environment); }
 
-void set_linear_backward_schedule(LinearBackwardSchedule s) { g_schedule.store(static_cast<int>(s)); }
+void set_linear_backward_schedule(LinearBackwardSchedule s) { g_schedule.set(s); }
 
 const char* linear_backward_schedule_name(LinearBackwardSchedule s) {
   return s == LinearBackwardSchedule::Concurrent ? "concurrent" : "sequential";
