@@ -11,6 +11,8 @@
 #pragma once
 #include <math.h>
 
+#include <cstddef>
+
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(_OPENMP) && !defined(__clang__)
 extern "C" {
 #pragma omp declare simd notinbranch
@@ -21,10 +23,38 @@ float erff(float) noexcept;
 #define STRETCH_HAVE_LIBMVEC 1
 #endif
 
+namespace stretch::ops::simd {
+
+// The polynomials of the inline exponentials below, coefficients from the highest degree down,
+// evaluated by Horner's rule with one FMA per step (the same operations in the same order at
+// every vector width, so the polynomial has the same value in the 8- and 16-lane forms):
+//   kExpTaylor: e^r on |r| ≤ ln2/2, the degree-7 Taylor polynomial (truncation r^8/8! ≤ 5.3e−9
+//               relative, under a tenth of an ulp);
+//   kExp2Remez: 2^f on [−½, ½], degree 6 (Remez; relative error 1.9e−9, ≤ 0.94 ulp in float).
+inline constexpr float kExpTaylor[] = {1.f / 5040.f, 1.f / 720.f, 1.f / 120.f, 1.f / 24.f,
+                                       1.f / 6.f,    0.5f,        1.f,         1.f};
+inline constexpr float kExp2Remez[] = {1.534581243e-4f, 1.339993090e-3f, 9.618489072e-3f, 5.550328642e-2f,
+                                       2.402264625e-1f, 6.931471825e-1f, 1.f};
+
+// Σ c[i]·x^(N−1−i) by Horner: p ← fma(p, x, c[i]). V: a vector type; fma(a, b, c) and set1(f) its
+// operations (the intrinsics of one ISA).
+template <class V, size_t N, class Fma, class Set1>
+inline V horner(V x, const float (&c)[N], Fma fma, Set1 set1) {
+  V p = set1(c[0]);
+#pragma GCC unroll 8
+  for (size_t i = 1; i < N; ++i) p = fma(p, x, set1(c[i]));
+  return p;
+}
+
+}  // namespace stretch::ops::simd
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
 namespace stretch::ops::simd {
+
+inline __m512 fma16(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+inline __m512 set16(float f) { return _mm512_set1_ps(f); }
 
 // exp(x) for x ∈ [−104, 88] (callers clamp below: exp(−104) rounds to 0 already):
 // x = n·ln2 + r with n = round(x·log2 e), |r| ≤ ln2/2 (ln2 in two parts, so r is exact to
@@ -39,14 +69,7 @@ inline __m512 exp_vec16(__m512 x) {
   const __m512 n = _mm512_mask_roundscale_ps(xl, 0xFFFF, xl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2 high part (exact n·hi)
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);    // ln2 − high part
-  __m512 p = _mm512_set1_ps(1.f / 5040.f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 720.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  const __m512 p = horner(r, kExpTaylor, fma16, set16);
   return _mm512_mask_scalef_ps(p, 0xFFFF, p, n);
 }
 
@@ -59,13 +82,7 @@ inline __m512 exp_vec16(__m512 x) {
 inline __m512 exp2_maskz16(__mmask16 k, __m512 t) {
   const __m512 n = _mm512_mask_roundscale_ps(t, 0xFFFF, t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, n);
-  __m512 p = _mm512_set1_ps(1.534581243e-4f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339993090e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618489072e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550328642e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264625e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471825e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
+  const __m512 p = horner(f, kExp2Remez, fma16, set16);
   return _mm512_maskz_scalef_ps(k, p, n);
 }
 
@@ -105,6 +122,9 @@ inline __mmask16 first_lanes(int64_t rest) {
 
 namespace stretch::ops::simd {
 
+inline __m256 fma8(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+inline __m256 set8(float f) { return _mm256_set1_ps(f); }
+
 // AVX2 + FMA builds (e.g. Zen 3): the attention kernel's and the cross-entropy's exp.
 // exp_vec16's reduction and polynomial in 8 lanes: x = n·ln2 + r, e^r by the degree-7 Taylor
 // polynomial p; returns p and sets *n (as floats). Valid for x ∈ [−104, 88].
@@ -113,16 +133,8 @@ inline __m256 exp_poly8(__m256 x, __m256* n_out) {
   const __m256 n = _mm256_round_ps(xl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);  // ln2 high part (exact n·hi)
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723e-6f), r);    // ln2 − high part
-  __m256 p = _mm256_set1_ps(1.f / 5040.f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 720.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
   *n_out = n;
-  return p;
+  return horner(r, kExpTaylor, fma8, set8);
 }
 
 // 2^n for integer n ∈ [−126, 127] from its exponent bits ((n + 127) << 23).
@@ -157,13 +169,7 @@ inline __m256 exp_any8(__m256 x) {
 inline __m256 exp2_keep8(__m256 keep, __m256 t) {
   const __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256 f = _mm256_sub_ps(t, n);
-  __m256 p = _mm256_set1_ps(1.534581243e-4f);
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.339993090e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618489072e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550328642e-2f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402264625e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931471825e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.f));
+  const __m256 p = horner(f, kExp2Remez, fma8, set8);
   return _mm256_and_ps(keep, _mm256_mul_ps(p, pow2_bits8(_mm256_cvtps_epi32(n))));
 }
 
