@@ -4,7 +4,8 @@
 # training runs with --log-full-precision — Transformer-XL (also with --clamp-len --same-length),
 # transformer_lm pre- and post-norm, ALiBi with the XL memory (--mem-len, post- and pre-norm), and
 # one head × one sequence in fp32 and --bf16 (where the attention backward takes its split
-# schedule) — and one md5 per run of every loss, gnorm and valid_loss. Identical columns for REF and NEW mean the same numbers.
+# schedule; skipped, and said so, on a CPU without bf16 matmul) — and one md5 per run of every loss, gnorm and
+# valid_loss. Identical columns for REF and NEW mean the same numbers.
 #   bash scripts/check_train_logs.sh REF_STRETCH NEW_STRETCH
 #   TOL=1e-4 bash scripts/check_train_logs.sh REF NEW   for a change that moves the last bits (a
 #     different exp, a different summation order): per run, the largest relative difference of
