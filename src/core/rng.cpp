@@ -38,88 +38,88 @@ std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t c
 namespace {
 
 #if defined(__AVX512F__)
-// hi and lo 32 bits of the 16 products a[l]·m (vpmuludq on even and odd lanes).
-inline void mul_hi_lo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
-  const __m512i even = _mm512_mul_epu32(a, m);                         // lanes 0, 2, ... as 64-bit
-  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);  // lanes 1, 3, ...
-  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
-  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
-}
+// The vector operations of the Philox rounds below, 16 lanes (AVX-512).
+struct Lanes16 {
+  using V = __m512i;
+  static constexpr int kN = 16;
+  static V load(const uint32_t* p) { return _mm512_load_si512(p); }
+  static V set1(uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+  static V xor3(V a, V b, V c) { return _mm512_xor_si512(_mm512_xor_si512(a, b), c); }
+  // hi and lo 32 bits of the 16 products a[l]·m (vpmuludq on even and odd lanes).
+  static void mul_hi_lo(V a, V m, V& hi, V& lo) {
+    const V even = _mm512_mul_epu32(a, m);                         // lanes 0, 2, ... as 64-bit
+    const V odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);  // lanes 1, 3, ...
+    hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+    lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  }
+};
+#elif defined(__AVX2__)
+// The same, 8 lanes (AVX2).
+struct Lanes8 {
+  using V = __m256i;
+  static constexpr int kN = 8;
+  static V load(const uint32_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+  static V set1(uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+  static V xor3(V a, V b, V c) { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
+  static void mul_hi_lo(V a, V m, V& hi, V& lo) {
+    const V even = _mm256_mul_epu32(a, m);
+    const V odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+    hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+    lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  }
+};
+#endif
 
-// 16 counters lo0 .. lo0+15 (64-bit low counter words), Philox rounds in AVX-512 registers.
-inline void philox16(uint64_t key, uint32_t c2_init, uint32_t c3_init, uint64_t lo0, uint32_t* out) {
-  alignas(64) uint32_t lo[16], hi[16];
-  for (int l = 0; l < 16; ++l) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+// Philox-4x32-10 of L::kN counters (lo0 + l, c2_init, c3_init), l < kN, in registers: word w of
+// counter l ends in lane l of c[w] (the scalar philox4x32's rounds, one lane per counter).
+template <class L>
+inline void philox_lanes(uint64_t key, uint32_t c2_init, uint32_t c3_init, uint64_t lo0, typename L::V c[4]) {
+  using V = typename L::V;
+  alignas(64) uint32_t lo[L::kN], hi[L::kN];
+  for (int l = 0; l < L::kN; ++l) {
     const uint64_t ctr = lo0 + static_cast<uint64_t>(l);
     lo[l] = static_cast<uint32_t>(ctr);
     hi[l] = static_cast<uint32_t>(ctr >> 32);
   }
-  __m512i c0 = _mm512_load_si512(lo), c1 = _mm512_load_si512(hi);
-  __m512i c2 = _mm512_set1_epi32(static_cast<int>(c2_init)), c3 = _mm512_set1_epi32(static_cast<int>(c3_init));
-  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u)), m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  c[0] = L::load(lo), c[1] = L::load(hi), c[2] = L::set1(c2_init), c[3] = L::set1(c3_init);
+  const V m0 = L::set1(0xD2511F53u), m1 = L::set1(0xCD9E8D57u);
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
   for (int round = 0; round < 10; ++round) {
-    __m512i hi0, lo0v, hi1, lo1v;
-    mul_hi_lo(c0, m0, hi0, lo0v);
-    mul_hi_lo(c2, m1, hi1, lo1v);
-    const __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
-    const __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
-    c0 = n0;
-    c1 = lo1v;
-    c2 = n2;
-    c3 = lo0v;
+    V hi0, lo0v, hi1, lo1v;
+    L::mul_hi_lo(c[0], m0, hi0, lo0v);
+    L::mul_hi_lo(c[2], m1, hi1, lo1v);
+    const V n0 = L::xor3(hi1, c[1], L::set1(k0));
+    const V n2 = L::xor3(hi0, c[3], L::set1(k1));
+    c[0] = n0;
+    c[1] = lo1v;
+    c[2] = n2;
+    c[3] = lo0v;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  // Interleave to [16, 4]: out[4l + w] = c_w[l].
+}
+#endif
+
+#if defined(__AVX512F__)
+// 16 counters lo0 .. lo0+15, written as [16, 4]: out[4l + w] = word w of counter l.
+inline void philox16(uint64_t key, uint32_t c2_init, uint32_t c3_init, uint64_t lo0, uint32_t* out) {
+  __m512i c[4];
+  philox_lanes<Lanes16>(key, c2_init, c3_init, lo0, c);
   alignas(64) uint32_t w[4][16];
-  _mm512_store_si512(w[0], c0);
-  _mm512_store_si512(w[1], c1);
-  _mm512_store_si512(w[2], c2);
-  _mm512_store_si512(w[3], c3);
+  for (int j = 0; j < 4; ++j) _mm512_store_si512(w[j], c[j]);
   for (int l = 0; l < 16; ++l)
     for (int j = 0; j < 4; ++j) out[4 * l + j] = w[j][l];
 }
 #elif defined(__AVX2__)
-// hi and lo 32 bits of the 8 products a[l]·m (vpmuludq on even and odd lanes).
-inline void mul_hi_lo8(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
-  const __m256i even = _mm256_mul_epu32(a, m);                         // lanes 0, 2, ... as 64-bit
-  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);  // lanes 1, 3, ...
-  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-}
-
-// 8 counters lo0 .. lo0+7 (64-bit low counter words), Philox rounds in AVX2 registers, then the
-// [4, 8] words transposed to [8, 4] in registers (out[4l + w] = c_w[l]).
+// 8 counters lo0 .. lo0+7, the [4, 8] words transposed to [8, 4] in registers (out[4l + w] = c_w[l]).
 inline void philox8(uint64_t key, uint32_t c2_init, uint32_t c3_init, uint64_t lo0, uint32_t* out) {
-  alignas(32) uint32_t lo[8], hi[8];
-  for (int l = 0; l < 8; ++l) {
-    const uint64_t ctr = lo0 + static_cast<uint64_t>(l);
-    lo[l] = static_cast<uint32_t>(ctr);
-    hi[l] = static_cast<uint32_t>(ctr >> 32);
-  }
-  __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
-  __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
-  __m256i c2 = _mm256_set1_epi32(static_cast<int>(c2_init)), c3 = _mm256_set1_epi32(static_cast<int>(c3_init));
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u)), m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    __m256i hi0, lo0v, hi1, lo1v;
-    mul_hi_lo8(c0, m0, hi0, lo0v);
-    mul_hi_lo8(c2, m1, hi1, lo1v);
-    const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
-    const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
-    c0 = n0;
-    c1 = lo1v;
-    c2 = n2;
-    c3 = lo0v;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
+  __m256i c[4];
+  philox_lanes<Lanes8>(key, c2_init, c3_init, lo0, c);
   // 4 × 4 transposes within each 128-bit half: u_r holds lane r's words (low half) and lane r + 4's
   // (high half); then the halves are regrouped as lanes (0, 1), (2, 3), (4, 5), (6, 7).
-  const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpacklo_epi32(c2, c3);
-  const __m256i t2 = _mm256_unpackhi_epi32(c0, c1), t3 = _mm256_unpackhi_epi32(c2, c3);
+  const __m256i t0 = _mm256_unpacklo_epi32(c[0], c[1]), t1 = _mm256_unpacklo_epi32(c[2], c[3]);
+  const __m256i t2 = _mm256_unpackhi_epi32(c[0], c[1]), t3 = _mm256_unpackhi_epi32(c[2], c[3]);
   const __m256i u0 = _mm256_unpacklo_epi64(t0, t1), u1 = _mm256_unpackhi_epi64(t0, t1);
   const __m256i u2 = _mm256_unpacklo_epi64(t2, t3), u3 = _mm256_unpackhi_epi64(t2, t3);
   __m256i* o = reinterpret_cast<__m256i*>(out);
