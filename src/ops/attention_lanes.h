@@ -1,6 +1,7 @@
 // ops/attention_lanes.h — internal to the fused kernel (attention_cpu*.cpp): the vector the forward's
 // log2-unit row pass (attention_exp.h, exp2_row_lazy) works on, and the few operations the bias
-// evaluators' bias2 (attention_bias.h) build their lanes with, written once for both ISAs:
+// evaluators' bias2 (attention_bias.h) build their lanes with, written once for both ISAs (a row's
+// lane masks: simd::first_lanes / first_lanes8 in simd_math.h):
 //   AVX-512:      Lanes = __m512, LaneMask = __mmask16 (kRowLanes 16: a 64-key row in 4 vectors);
 //   AVX2 + FMA:   Lanes = __m256, LaneMask = __m256i with every bit of a lane set (kRowLanes 8:
 //                 8 vectors).
@@ -23,10 +24,6 @@ using Lanes = __m512;
 using LaneMask = __mmask16;
 inline constexpr int kRowLanes = 16;
 
-// The first min(rest, 16) lanes (none for rest ≤ 0).
-inline LaneMask first_row_lanes(int64_t rest) {
-  return rest >= 16 ? LaneMask(0xFFFF) : rest > 0 ? LaneMask((1u << rest) - 1u) : LaneMask(0);
-}
 inline Lanes lanes_zero() { return _mm512_setzero_ps(); }
 inline Lanes lanes_set1(float x) { return _mm512_set1_ps(x); }
 inline Lanes lanes_mul(Lanes a, Lanes b) { return _mm512_mul_ps(a, b); }
@@ -50,10 +47,6 @@ using Lanes = __m256;
 using LaneMask = __m256i;
 inline constexpr int kRowLanes = 8;
 
-inline LaneMask first_row_lanes(int64_t rest) {
-  const int k = rest >= 8 ? 8 : rest > 0 ? static_cast<int>(rest) : 0;
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 inline Lanes lanes_zero() { return _mm256_setzero_ps(); }
 inline Lanes lanes_set1(float x) { return _mm256_set1_ps(x); }
 inline Lanes lanes_mul(Lanes a, Lanes b) { return _mm256_mul_ps(a, b); }
