@@ -120,11 +120,7 @@ inline float exp_row(float* s, int n, float sub) { return exp_row_reference(s, n
 // only moves when the row's maximum exceeds it by more than `lazy`). The maximum skips NaN.
 // (AVX-512 and AVX2 + FMA builds run exp2_row_lazy below instead, for every row.)
 inline float exp_row_lazy(float* s, int n, float m_old, float lazy, float* m_new) {
-  float mx = -std::numeric_limits<float>::infinity();
-  // `s > mx ? s : mx`, not std::max(mx, s): GCC 12 vectorises only this form of the
-  // reduction (vmaxps; std::max's is left scalar).
-#pragma omp simd reduction(max : mx)
-  for (int jj = 0; jj < n; ++jj) mx = s[jj] > mx ? s[jj] : mx;
+  const float mx = simd::max_skip_nan(s, n);
   const float m = mx > m_old + lazy ? mx : m_old;
   *m_new = m;
   if (m == -std::numeric_limits<float>::infinity()) {  // nothing visible in this row yet

@@ -122,9 +122,7 @@ double row_lse(const float* __restrict x, int64_t V) {
   double s = 0.0;
   for (int64_t v0 = 0; v0 < V; v0 += kChunk) {
     const int64_t v1 = v0 + kChunk < V ? v0 + kChunk : V;
-    float cm = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : cm)
-    for (int64_t v = v0; v < v1; ++v) cm = x[v] > cm ? x[v] : cm;
+    const float cm = simd::max_skip_nan(x + v0, v1 - v0);
     if (cm == -std::numeric_limits<float>::infinity()) continue;  // chunk adds exp(−inf) = 0
     if (cm > m) {
       s *= std::exp(static_cast<double>(m) - cm);  // 0 when m = −inf
@@ -184,9 +182,7 @@ CrossEntropyResult cross_entropy_forward_inplace(float* x_all, float* inv_sum, f
 #pragma omp parallel for schedule(static) reduction(+ : total, count) if (d.n * V > cpu::kParallelThreshold / 4)
   for (int64_t n = 0; n < d.n; ++n) {
     float* __restrict x = x_all + n * V;
-    float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-    for (int64_t v = 0; v < V; ++v) m = x[v] > m ? x[v] : m;
+    const float m = simd::max_skip_nan(x, V);
     const int32_t t = targets[n];
     const double xt = t != d.ignore_index ? static_cast<double>(x[t]) : 0.0;
     double s = 0.0;  // float sums per chunk of kChunk, added in double (as row_lse)

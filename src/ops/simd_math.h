@@ -12,6 +12,8 @@
 #include <math.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(_OPENMP) && !defined(__clang__)
 extern "C" {
@@ -44,6 +46,23 @@ inline V horner(V x, const float (&c)[N], Fma fma, Set1 set1) {
 #pragma GCC unroll 8
   for (size_t i = 1; i < N; ++i) p = fma(p, x, set1(c[i]));
   return p;
+}
+
+// The largest of x[0..n) with NaN skipped; −inf when nothing is above −inf (n = 0, or only −inf and
+// NaN). Vectorised by `omp simd reduction(max)` over `x > m ? x : m` (GCC 12 leaves std::max's form
+// scalar). OpenMP leaves the start of each lane's private maximum to the compiler, "the least
+// representable value": GCC starts from −inf, clang from −FLT_MAX, so under clang a row with nothing
+// visible came out −FLT_MAX. A result of −FLT_MAX is therefore settled by one scan (it is the answer
+// only when some element is −FLT_MAX), and both compilers give the same value for every input.
+inline float max_skip_nan(const float* __restrict x, int64_t n) {
+  constexpr float lowest = std::numeric_limits<float>::lowest();
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  if (m != lowest) return m;
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] == lowest) return lowest;
+  return -std::numeric_limits<float>::infinity();
 }
 
 }  // namespace stretch::ops::simd

@@ -23,7 +23,6 @@ using testing::Padding;
 using testing::Problem;
 using testing::scaled_error;
 
-constexpr auto kCausal = AttentionMask::Causal;
 constexpr auto kBidir = AttentionMask::Bidirectional;
 
 // Tolerance (fast fp32 vs the reference computed in double and rounded once), as an error

@@ -354,5 +354,34 @@ TEST(AttentionExp, AnyArgumentFormWithinTwoUlpsDownToSubnormals) {
 }
 #endif
 
+// simd::max_skip_nan (the maxima of exp_row_lazy and the cross-entropy) against a plain loop: NaN
+// skipped, −inf when nothing is above −inf, −FLT_MAX only when it is an element. The −inf case
+// failed under clang before (its OpenMP max reduction starts each lane at −FLT_MAX, GCC's at −inf).
+TEST(AttentionExp, MaxSkipsNanAndIsMinusInfinityWhenNothingIsVisible) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float lowest = std::numeric_limits<float>::lowest();
+  Rng rng(5);
+  for (int64_t n : {0, 1, 7, 8, 9, 16, 31, 64, 100}) {
+    for (int trial = 0; trial < 12; ++trial) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = rng.uniform(-5.f, 5.f);
+      for (int64_t j = 0; j < n; ++j) {
+        if (trial == 1 || (trial == 2 && j % 3)) x[j] = -inf;          // nothing visible / some masked
+        if (trial == 3 || (trial == 4 && j % 2)) x[j] = nan;           // NaN skipped
+        if (trial == 5) x[j] = j % 2 ? nan : -inf;                     // only −inf and NaN
+        if (trial == 6) x[j] = j == n / 2 ? lowest : -inf;             // −FLT_MAX is a real element
+        if (trial == 7) x[j] = lowest;
+        if (trial == 8 && j == n - 1) x[j] = inf;
+      }
+      float want = -inf;
+      for (float v : x)
+        if (v > want) want = v;
+      const float got = simd::max_skip_nan(x.data(), n);
+      EXPECT_EQ(got, want) << "n " << n << " trial " << trial;
+    }
+  }
+  EXPECT_EQ(simd::max_skip_nan(nullptr, 0), -inf);
+}
+
 }  // namespace
 }  // namespace stretch::ops::attn
