@@ -22,6 +22,20 @@ if(STRETCH_SANITIZE)
   add_compile_options(-Wno-maybe-uninitialized)
   add_link_options(-fsanitize=address,undefined)
 endif()
+if(STRETCH_TSAN)
+  # ThreadSanitizer needs to see every synchronisation, OpenMP's barriers included: LLVM's libomp
+  # tells it through its Archer tool (cmake/tsan.cmake); GCC's libgomp does not, and every barrier
+  # would read as a race. -O1 -g1 as the ASan build.
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "STRETCH_TSAN needs clang: configure with -DCMAKE_CXX_COMPILER=clang++ (scripts/test.sh --tsan does)")
+  endif()
+  if(STRETCH_SANITIZE)
+    message(FATAL_ERROR "STRETCH_TSAN and STRETCH_SANITIZE exclude each other (ThreadSanitizer cannot run with ASan)")
+  endif()
+  set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O1 -g1 -DNDEBUG")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()
 if(STRETCH_FUZZ)
   # libFuzzer (clang only; Debian's libclang-rt-14-dev): every library is instrumented for coverage
   # with ASan+UBSan, the fuzz targets link the fuzzer's main (tests/fuzz/CMakeLists.txt).

@@ -2,6 +2,8 @@
 # The README's test command: set up, build, and run every test registered with CTest.
 #   scripts/test.sh              Release build in build/, full suite (short forms of long checks)
 #   scripts/test.sh --sanitize   address+undefined sanitizer build in build-asan/, unit tests
+#   scripts/test.sh --tsan       ThreadSanitizer build in build-tsan/ (clang, libomp + Archer): the
+#                                tests of the layers with OpenMP kernels, and a canary that must race
 #   STRETCH_LONG=1 scripts/test.sh   also run the long forms (e.g. T = 16,384 attention)
 # Data is read from ../shared/data (override with STRETCH_DATA_DIR).
 set -euo pipefail
@@ -43,6 +45,43 @@ if [ "${1:-}" = "--sanitize" ]; then
   cmake --build build-asan -j "$jobs"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run_ctest build-asan -j "$jobs" -LE "parity|slow|memlimit"
+  exit 0
+fi
+
+if [ "${1:-}" = "--tsan" ]; then
+  # Every OpenMP region of the kernels (ops), their use by the models and autograd, the optimizers'
+  # loops, with 2 threads: the concurrent linear backward (two sections, oneDNN or OpenBLAS on one
+  # thread each) included. cmake/tsan.cmake explains tsan.env (one OpenMP runtime, Archer).
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DSTRETCH_TSAN=ON \
+        -DSTRETCH_BUILD_BENCH=OFF -DSTRETCH_PYTHON_MODULE=OFF ${STRETCH_DATA_DIR:+-DSTRETCH_DATA_DIR=$STRETCH_DATA_DIR} >/dev/null
+  tsan_tests=(test_core test_tensor test_data test_ops test_autograd test_models test_optim)
+  # test_train (training runs, checkpoints, resumes: ~4 min more to build and 4 to run): long form only.
+  [ "${STRETCH_LONG:-0}" = 1 ] && tsan_tests+=(test_train)
+  cmake --build build-tsan -j "$jobs" --target tsan_race_canary "${tsan_tests[@]}"
+  set -a; . build-tsan/tsan.env; set +a
+  export TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1"
+  export OMP_NUM_THREADS=2
+  log="build-tsan/tsan-output.log"; : > "$log"
+  bar="$(printf '!%.0s' $(seq 1 100))"
+  # The canary must be reported (exit 66, a data race named): otherwise the stage could not fail.
+  # (ARCHER_OPTIONS=verbose=1: Archer says it is active, on stdout, so only here.)
+  rc=0; ARCHER_OPTIONS=verbose=1 build-tsan/tests/tsan_race_canary > build-tsan/canary.log 2>&1 || rc=$?
+  if [ "$rc" != 66 ] || ! grep -q "WARNING: ThreadSanitizer: data race" build-tsan/canary.log \
+     || ! grep -q "Archer detected OpenMP application with TSan" build-tsan/canary.log; then
+    cat build-tsan/canary.log
+    echo "$bar"; echo "TSAN STAGE BROKEN: the canary's race was not reported (exit $rc), so a pass would mean nothing"; echo "$bar"
+    exit 1
+  fi
+  echo "tsan: the canary's race was reported, as it must be"
+  for t in "${tsan_tests[@]}"; do
+    rc=0; build-tsan/tests/"$t" --gtest_brief=1 >> "$log" 2>&1 || rc=$?
+    if [ "$rc" != 0 ] || grep -q "WARNING: ThreadSanitizer" "$log"; then
+      grep -B2 -A40 -m3 "WARNING: ThreadSanitizer\|Failure\|FAILED" "$log" | head -n 150
+      echo "$bar"; echo "TSAN: $t failed (exit $rc; 66 = a ThreadSanitizer report): see above and $log"; echo "$bar"
+      exit 1
+    fi
+    echo "tsan: $t passed, no report"
+  done
   exit 0
 fi
 
