@@ -74,12 +74,7 @@ HeadLoss AdaptiveSoftmax::loss(const Var& hidden, const Tensor& targets, int32_t
   Var x = hidden;
   if (adaptive_loss && p > 0.f) x = dropout(x, {.p = p, .seed = seed_, .stream = stream_});
   const int32_t* t = targets.i32();
-  for (int64_t i = 0; i < n; ++i)
-    if (t[i] != pad && (t[i] < 0 || t[i] >= config_.vocab_size))
-      throw Error(ErrorKind::Input, "adaptive softmax: target id " + std::to_string(t[i]) + " at offset " +
-                                        std::to_string(i) + " is outside the vocabulary of " +
-                                        std::to_string(config_.vocab_size),
-                  "the data was binarized with a larger dictionary than the model's");
+  check_target_ids(t, n, config_.vocab_size, pad);
   const BandRoute r = route(bands_, t, n, pad);
   Tensor head_target = Tensor::empty({n}, DType::I32);  // w if w < c_0, else c_0 + band − 1
   for (int64_t i = 0; i < n; ++i)

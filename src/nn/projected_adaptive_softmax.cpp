@@ -69,12 +69,7 @@ HeadLoss ProjectedAdaptiveSoftmax::loss(const Var& hidden, const Tensor& targets
   const int64_t C = w_.input_dim, n = hidden.numel() / C;
   STRETCH_CHECK(targets.numel() == n, "adaptive softmax: " << targets.numel() << " targets for " << n << " rows");
   const int32_t* t = targets.i32();
-  for (int64_t i = 0; i < n; ++i)
-    if (t[i] != pad && (t[i] < 0 || t[i] >= w_.vocab_size))
-      throw Error(ErrorKind::Input, "adaptive softmax: target id " + std::to_string(t[i]) + " at offset " +
-                                        std::to_string(i) + " is outside the vocabulary of " +
-                                        std::to_string(w_.vocab_size),
-                  "the data was binarized with a larger dictionary than the model's");
+  check_target_ids(t, n, w_.vocab_size, pad);
   const BandRoute r = route(w_.bands, t, n, pad);
   Tensor head_t = Tensor::empty({n}, DType::I32);
   for (int64_t i = 0; i < n; ++i) head_t.i32()[i] = t[i] == pad ? pad : head_target(t[i]);

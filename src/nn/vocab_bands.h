@@ -6,8 +6,10 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "tensor/tensor.h"
 
 namespace stretch::nn {
@@ -39,6 +41,17 @@ struct VocabBands {
 struct BandRoute {
   std::vector<Tensor> rows, local;
 };
+// The adaptive heads' target check: every id is `pad` or in [0, vocab_size); else an input error
+// naming the offset (the data was binarized with another dictionary).
+inline void check_target_ids(const int32_t* t, int64_t n, int64_t vocab_size, int64_t pad) {
+  for (int64_t i = 0; i < n; ++i)
+    if (t[i] != pad && (t[i] < 0 || t[i] >= vocab_size))
+      throw Error(ErrorKind::Input, "adaptive softmax: target id " + std::to_string(t[i]) + " at offset " +
+                                        std::to_string(i) + " is outside the vocabulary of " +
+                                        std::to_string(vocab_size),
+                  "the data was binarized with a larger dictionary than the model's");
+}
+
 inline BandRoute route(const VocabBands& bands, const int32_t* ids, int64_t n, int64_t skip = -1) {
   const int64_t k = bands.count();
   std::vector<std::vector<int64_t>> r(static_cast<size_t>(k));

@@ -124,6 +124,18 @@ std::shared_ptr<const data::TokenStream> open_split_stream(const std::string& da
   return ds;
 }
 
+data::BatchIteratorParams batch_iterator_params(const LmSplitOptions& o, const LmData& data) {
+  data::BatchIteratorParams p;
+  p.size = {.max_tokens = o.max_tokens, .max_sentences = o.batch_size,
+            .required_batch_size_multiple = o.required_batch_size_multiple};
+  p.seed = static_cast<uint32_t>(o.seed);
+  p.epoch_order = o.shuffle ? data::EpochOrder::ShuffledPerEpoch : data::EpochOrder::Fixed;
+  p.num_shards = o.shard_count;
+  p.shard_id = o.shard_rank;
+  p.pad = data.pad;
+  return p;
+}
+
 std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::string& split, const LmData& data,
                                        const LmSplitOptions& o) {
   if (o.add_bos_token && o.task != LmTask::LanguageModeling)
@@ -152,14 +164,7 @@ std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::s
       stream, data::TokenBlockParams{.block_size = o.tokens_per_sample,
                                      .break_mode = o.sample_break_mode,
                                      .eos = data.eos});
-  data::BatchIteratorParams p;
-  p.size = {.max_tokens = o.max_tokens, .max_sentences = o.batch_size,
-            .required_batch_size_multiple = o.required_batch_size_multiple};
-  p.seed = static_cast<uint32_t>(o.seed);
-  p.epoch_order = o.shuffle ? data::EpochOrder::ShuffledPerEpoch : data::EpochOrder::Fixed;
-  p.num_shards = o.shard_count;
-  p.shard_id = o.shard_rank;
-  p.pad = data.pad;
+  const data::BatchIteratorParams p = batch_iterator_params(o, data);
   auto split_ptr = std::make_unique<BlockSplit>(blocks, p, o.add_bos_token ? data.bos : -1);
   split_ptr->set_epoch(1);
   return split_ptr;

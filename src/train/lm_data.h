@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "data/batch_iterator.h"
 #include "data/bptt_stream.h"
 #include "data/token_blocks.h"
 #include "tensor/tensor.h"
@@ -91,6 +92,9 @@ LmData open_lm_data(const std::string& data_dir);
 // The concatenated token stream of DATA/<split>.{bin,idx}, ids checked < vocab_size.
 std::shared_ptr<const data::TokenStream> open_split_stream(const std::string& data_dir, const std::string& split,
                                                            const LmData& data);
+// The batch iterator's settings for a block split (language_modeling and masked_lm): sizes, seed,
+// shuffle, shard and pad from the options.
+data::BatchIteratorParams batch_iterator_params(const LmSplitOptions& o, const LmData& data);
 // Opens DATA/<split>.{bin,idx}; checks every id < vocab_size; errors name the file. A usage error
 // names --add-bos-token with a task other than language_modeling.
 std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::string& split, const LmData& data,

@@ -180,14 +180,7 @@ std::unique_ptr<LmSplit> open_masked_lm_split(const std::string& data_dir, const
       stream, data::TokenBlockParams{.block_size = o.tokens_per_sample - 1,  // one less for <s>
                                      .break_mode = o.sample_break_mode,
                                      .eos = data.eos});
-  data::BatchIteratorParams p;
-  p.size = {.max_tokens = o.max_tokens, .max_sentences = o.batch_size,
-            .required_batch_size_multiple = o.required_batch_size_multiple};
-  p.seed = static_cast<uint32_t>(o.seed);
-  p.epoch_order = o.shuffle ? data::EpochOrder::ShuffledPerEpoch : data::EpochOrder::Fixed;
-  p.num_shards = o.shard_count;
-  p.shard_id = o.shard_rank;
-  p.pad = data.pad;
+  const data::BatchIteratorParams p = batch_iterator_params(o, data);
   const MaskParams mp{.settings = mask,
                       .seed = o.seed,
                       .vocab_size = data.vocab_size,
