@@ -55,8 +55,11 @@ if [ "${1:-}" = "--tsan" ]; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DSTRETCH_TSAN=ON \
         -DSTRETCH_BUILD_BENCH=OFF -DSTRETCH_PYTHON_MODULE=OFF ${STRETCH_DATA_DIR:+-DSTRETCH_DATA_DIR=$STRETCH_DATA_DIR} >/dev/null
   tsan_tests=(test_core test_tensor test_data test_ops test_autograd test_models test_optim)
-  # test_train (training runs, checkpoints, resumes: ~4 min more to build and 4 to run): long form only.
+  # test_train (training runs, checkpoints, resumes: ~4 min more to build and 4 to run): long form
+  # only, without the README command's 234M-parameter model (its STRETCH_LONG test): ThreadSanitizer's
+  # shadow memory took it past 24 GB, and the kernel's OOM killer ended it (exit 137), not a report.
   [ "${STRETCH_LONG:-0}" = 1 ] && tsan_tests+=(test_train)
+  declare -A tsan_filter=([test_train]="-TrainConfigCli.AlibiReadmeCommandTrainsOneUpdate")
   cmake --build build-tsan -j "$jobs" --target tsan_race_canary "${tsan_tests[@]}"
   set -a; . build-tsan/tsan.env; set +a
   export TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1"
@@ -74,7 +77,7 @@ if [ "${1:-}" = "--tsan" ]; then
   fi
   echo "tsan: the canary's race was reported, as it must be"
   for t in "${tsan_tests[@]}"; do
-    rc=0; build-tsan/tests/"$t" --gtest_brief=1 >> "$log" 2>&1 || rc=$?
+    rc=0; build-tsan/tests/"$t" --gtest_brief=1 --gtest_filter="${tsan_filter[$t]:-*}" >> "$log" 2>&1 || rc=$?
     if [ "$rc" != 0 ] || grep -q "WARNING: ThreadSanitizer" "$log"; then
       grep -B2 -A40 -m3 "WARNING: ThreadSanitizer\|Failure\|FAILED" "$log" | head -n 150
       echo "$bar"; echo "TSAN: $t failed (exit $rc; 66 = a ThreadSanitizer report): see above and $log"; echo "$bar"
