@@ -10,6 +10,13 @@ and prints one line per category. Model construction and initialisation are in t
   python3 bench/profile_step.py [--vocab 256] [--tokens-per-sample 128] [--steps 20] [--threads 1]
   python3 bench/profile_step.py --data perf.data        # categorise an existing recording
   python3 bench/profile_step.py --vocab 10008 --top 25 --extra "--layers 6 --embed-dim 512 --heads 8 --ffn-dim 2048"
+  python3 bench/profile_step.py --threads 2 --vocab 10008 --waits   # where the threads wait, and on what
+
+--waits records with OMP_WAIT_POLICY=active, so that a thread waiting at an OpenMP barrier spins
+in the runtime (libgomp) and is sampled there instead of sleeping unseen, and prints per thread the
+share of its step samples spent waiting and, for those samples, what the other thread was running
+(its sample nearest in time, within 1 ms, by category): the serial or unbalanced part of a step.
+Setup and the warm-up step (up to its optimizer update) are left out.
 
 Needs linux-perf (perf record works with the software clock even where hardware counters are
 not exposed, e.g. in containers).
@@ -110,6 +117,71 @@ def categorise(data, symbolize=lambda d, s: s):
     return cats, syms
 
 
+def perf_script_samples(data):
+    """[(tid, time_s, dso, symbol)] of every sample, from `perf script`."""
+    out = subprocess.run(["perf", "script", "-i", data, "--hide-call-graph", "-F", "tid,time,ip,sym,dso"], capture_output=True, text=True,
+                         check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"\s*(\d+)\s+([\d.]+):\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)\s*$", line)
+        if m:
+            rows.append((int(m.group(1)), float(m.group(2)), m.group(4), m.group(3)))
+    return rows
+
+
+def category(dso, sym):
+    # perf script names JIT code's DSO after the perf map file (perf-PID.map), perf report "[JIT] tid N"
+    if re.search(r"perf-\d+\.map", dso):
+        dso = "[JIT]"
+    return next((name for name, pred in RULES if pred(os.path.basename(dso), sym)), "other")
+
+
+def wait_report(rows):
+    """rows: [(tid, time_s, category)] of a 2-thread recording. Leaves out setup and the warm-up step,
+    then for each of the two threads with the most samples: (tid, share of its samples in the
+    OpenMP runtime, Counter of the other thread's category at its nearest sample within 1 ms)."""
+    # The timed steps only: after the last setup sample and after the warm-up step (its first touch
+    # of every activation page-faults), which ends with its optimizer update.
+    rows = sorted(rows, key=lambda r: r[1])
+    setup_end = max((t for _, t, cat in rows if "setup" in cat), default=float("-inf"))
+    rows = [r for r in rows if r[1] > setup_end]
+    first_update = next((i for i, r in enumerate(rows) if r[2].startswith("optimizer")), None)
+    if first_update is None:
+        raise SystemExit("--waits: no optimizer sample after setup (more --steps?)")
+    after = ("optimizer", "OpenMP runtime", "zero-fill")
+    start = next((i for i in range(first_update, len(rows)) if not rows[i][2].startswith(after)), len(rows))
+    by_tid = collections.defaultdict(list)
+    for tid, t, cat in rows[start:]:
+        by_tid[tid].append((t, cat))
+    tids = sorted(by_tid, key=lambda k: -len(by_tid[k]))[:2]
+    if len(tids) < 2:
+        raise SystemExit("--waits needs two threads with samples (--threads 2)")
+    report = []
+    for a, b in ((tids[0], tids[1]), (tids[1], tids[0])):
+        times = [t for t, _ in by_tid[b]]
+        n_wait, other = 0, collections.Counter()
+        for t, cat in by_tid[a]:
+            if cat != "OpenMP runtime":
+                continue
+            n_wait += 1
+            i = bisect.bisect_left(times, t)
+            j = min((k for k in (i - 1, i) if 0 <= k < len(times)), key=lambda k: abs(times[k] - t), default=None)
+            other[by_tid[b][j][1] if j is not None and abs(times[j] - t) <= 1e-3 else "(no sample within 1 ms)"] += 1
+        report.append((a, n_wait / len(by_tid[a]), other))
+    return report
+
+
+def waits(data, symbolize, out=sys.stdout):
+    rows = [(tid, t, category(dso, symbolize(os.path.basename(dso), sym)))
+            for tid, t, dso, sym in perf_script_samples(data)]
+    for tid, share, other in wait_report(rows):
+        n = max(sum(other.values()), 1)
+        print(f"thread {tid}: {100 * share:.1f}% of its step samples waiting in the OpenMP runtime; the other thread "
+              "meanwhile:", file=out)
+        for cat, k in other.most_common(8):
+            print(f"  {100 * k / n:5.1f}%  {cat}", file=out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", help="an existing perf.data to categorise (no new run)")
@@ -121,6 +193,8 @@ def main():
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--top", type=int, default=0, help="also print the N largest symbols")
     ap.add_argument("--extra", default="", help="more bench_model flags, e.g. '--layers 6 --embed-dim 512'")
+    ap.add_argument("--waits", action="store_true",
+                    help="where the threads wait (OMP_WAIT_POLICY=active; needs --threads 2 or an existing 2-thread --data)")
     args = ap.parse_args()
     data = args.data
     if data is None:
@@ -128,13 +202,19 @@ def main():
         data = os.path.join(tmp, "perf.data")
         cmd = [args.bench, "train", "--threads", str(args.threads), "--vocab", str(args.vocab), "--tokens-per-sample",
                str(args.tokens_per_sample), "--warmup", "1", "--steps", str(args.steps)] + (["--bf16"] if args.bf16 else []) + args.extra.split()
-        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY="passive")
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY="active" if args.waits else "passive")
         rec = subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "2000", "-g", "-o", data] + cmd, env=env,
                              capture_output=True, text=True)
         if rec.returncode != 0:
             sys.stderr.write(rec.stderr)
             raise SystemExit(1)
         print(next(line for line in rec.stdout.splitlines() if line.startswith("{")))
+    if args.waits:
+        waits(data, Symbolizer(args.bench))
+        if args.data is None:
+            os.remove(data)
+            os.rmdir(os.path.dirname(data))
+        return
     cats, syms = categorise(data, Symbolizer(args.bench))
     # "of step": the share among the samples that are not setup (model init, the peak measurement
     # and the kernel's page faults, which are first-touch at setup: `perf stat -e page-faults` gives
