@@ -119,8 +119,8 @@ def categorise(data, symbolize=lambda d, s: s):
 
 def perf_script_samples(data):
     """[(tid, time_s, dso, symbol)] of every sample, from `perf script`."""
-    out = subprocess.run(["perf", "script", "-i", data, "--hide-call-graph", "-F", "tid,time,ip,sym,dso"], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(["perf", "script", "-i", data, "--hide-call-graph", "-F", "tid,time,ip,sym,dso"],
+                         capture_output=True, text=True, check=True).stdout
     rows = []
     for line in out.splitlines():
         m = re.match(r"\s*(\d+)\s+([\d.]+):\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)\s*$", line)
@@ -171,7 +171,7 @@ def wait_report(rows):
     return report
 
 
-def waits(data, symbolize, out=sys.stdout):
+def print_waits(data, symbolize, out=sys.stdout):
     rows = [(tid, t, category(dso, symbolize(os.path.basename(dso), sym)))
             for tid, t, dso, sym in perf_script_samples(data)]
     for tid, share, other in wait_report(rows):
@@ -209,12 +209,18 @@ def main():
             sys.stderr.write(rec.stderr)
             raise SystemExit(1)
         print(next(line for line in rec.stdout.splitlines() if line.startswith("{")))
-    if args.waits:
-        waits(data, Symbolizer(args.bench))
+    try:
+        if args.waits:
+            print_waits(data, Symbolizer(args.bench))
+        else:
+            print_categories(data, args)
+    finally:
         if args.data is None:
             os.remove(data)
             os.rmdir(os.path.dirname(data))
-        return
+
+
+def print_categories(data, args):
     cats, syms = categorise(data, Symbolizer(args.bench))
     # "of step": the share among the samples that are not setup (model init, the peak measurement
     # and the kernel's page faults, which are first-touch at setup: `perf stat -e page-faults` gives
@@ -231,9 +237,6 @@ def main():
             cat = next((name for name, pred in RULES if pred(dso, sym)), "other")
             of_step = "  setup" if "setup" in cat or cat.startswith("kernel") else f"{100 * pct / step:6.1f}%"
             print(f"{pct:6.1f}%  {of_step}  {dso}  {sym[:100]}")
-    if args.data is None:
-        os.remove(data)
-        os.rmdir(os.path.dirname(data))
 
 
 if __name__ == "__main__":
