@@ -84,6 +84,13 @@ class Symbolizer:
         return self.names[i] if i >= 0 else sym
 
 
+def category(dso, sym):
+    # perf script names JIT code's DSO after the perf map file (perf-PID.map), perf report "[JIT] tid N"
+    if re.search(r"perf-\d+\.map", dso):
+        dso = "[JIT]"
+    return next((name for name, pred in RULES if pred(os.path.basename(dso), sym)), "other")
+
+
 def categorise(data, symbolize=lambda d, s: s):
     """({category: % of samples}, {(dso, symbol): % of samples})."""
     out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,symbol", "--stdio", "-g",
@@ -108,12 +115,7 @@ def categorise(data, symbolize=lambda d, s: s):
             continue  # counted per DSO above
         sym = symbolize(dso, re.sub(r"(\s+-)*\s*$", "", m.group(3)).strip())  # drop perf's IPC columns
         syms[(dso, sym)] += pct
-        for name, pred in RULES:
-            if pred(dso, sym):
-                cats[name] += pct
-                break
-        else:
-            cats["other"] += pct
+        cats[category(dso, sym)] += pct
     return cats, syms
 
 
@@ -127,13 +129,6 @@ def perf_script_samples(data):
         if m:
             rows.append((int(m.group(1)), float(m.group(2)), m.group(4), m.group(3)))
     return rows
-
-
-def category(dso, sym):
-    # perf script names JIT code's DSO after the perf map file (perf-PID.map), perf report "[JIT] tid N"
-    if re.search(r"perf-\d+\.map", dso):
-        dso = "[JIT]"
-    return next((name for name, pred in RULES if pred(os.path.basename(dso), sym)), "other")
 
 
 def wait_report(rows):
@@ -234,7 +229,7 @@ def print_categories(data, args):
     if args.top:
         print(f"top {args.top} symbols (% of samples, % of step):")
         for (dso, sym), pct in syms.most_common(args.top):
-            cat = next((name for name, pred in RULES if pred(dso, sym)), "other")
+            cat = category(dso, sym)
             of_step = "  setup" if "setup" in cat or cat.startswith("kernel") else f"{100 * pct / step:6.1f}%"
             print(f"{pct:6.1f}%  {of_step}  {dso}  {sym[:100]}")
 
