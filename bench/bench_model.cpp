@@ -17,7 +17,7 @@
 //
 // Figures per measurement: tokens per wall second, tokens per CPU second of the process,
 // model FLOP/s per CPU second ("mfu_cpu" = that rate / P, P = this host's fp32 FMA peak per core
-// with --threads busy, measured at startup by bench/peak_flops.h or given by --peak-gflops;
+// with --threads busy, measured at startup by core/peak_flops.h or given by --peak-gflops;
 // "mfu_wall" = FLOP/s per wall second / (threads · P)); with --bf16 also "mfu_cpu_of_bf16_peak"
 // against the measured vdpbf16ps peak (absent where the CPU has none). "peak_gflops_per_core",
 // "cpu_family" and "cpu_model" say what was divided by.
@@ -54,7 +54,7 @@
 #include "ops/gemm.h"
 #include "optim/grad_clip.h"
 #include "optim/optimizer.h"
-#include "peak_flops.h"
+#include "core/peak_flops.h"
 
 using namespace stretch;
 
@@ -62,7 +62,7 @@ namespace {
 
 // fp32 (and bf16, 0 = none) FLOP/s per core with the benchmark's threads busy; set in main().
 double g_core_peak = 0, g_core_peak_bf16 = 0;
-bench::CpuInfo g_cpu;
+CpuInfo g_cpu;
 
 struct Args {
   std::string mode;
@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", a.threads, "OpenMP / oneDNN threads");
   double peak_gflops = 0, peak_gflops_bf16 = -1;
   app.add_option("--peak-gflops", peak_gflops,
-                 "fp32 peak per core in GFLOP/s for the MFU fields (0: measure it now, bench/peak_flops.h)");
+                 "fp32 peak per core in GFLOP/s for the MFU fields (0: measure it now, core/peak_flops.h)");
   app.add_option("--peak-gflops-bf16", peak_gflops_bf16, "bf16 peak per core in GFLOP/s (0: none; -1: measure)");
   app.add_option("--arch", a.arch, "preset the sizes start from");
   app.add_option("--pos", a.pos, "position method");
@@ -307,9 +307,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(a.threads);
-    g_cpu = bench::cpu_info();
+    g_cpu = cpu_info();
     if (peak_gflops <= 0 || peak_gflops_bf16 < 0) {
-      const bench::Peak p = bench::measure_peak(g_cpu, a.threads, 0.2);
+      const Peak p = measure_peak(g_cpu, a.threads, 0.2);
       if (peak_gflops <= 0) peak_gflops = p.fp32_n() / a.threads;
       if (peak_gflops_bf16 < 0) peak_gflops_bf16 = p.bf16_n > 0 ? p.bf16_n / a.threads : 0;
     }

@@ -1,4 +1,4 @@
-// bench/bench_peak.cpp — prints this host's measured FMA peak as one JSON line (bench/peak_flops.h):
+// bench/bench_peak.cpp — prints this host's measured FMA peak as one JSON line (src/core/peak_flops.h):
 //   bench_peak [--threads N] [--seconds S]
 // {"bench": "peak", "cpu": {"model_name", "family", "model", "flags"}, "threads": N,
 //  "fp32_gflops": {"1": ..., "N": ...}, "fp32_isa": "zmm" | "ymm", "fp32_ymm_gflops": {...},
@@ -13,7 +13,7 @@
 #include <iostream>
 #include <string>
 
-#include "peak_flops.h"
+#include "core/peak_flops.h"
 
 int main(int argc, char** argv) {
   int threads = omp_get_max_threads();
@@ -38,9 +38,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  using stretch::bench::CpuInfo;
-  const CpuInfo cpu = stretch::bench::cpu_info();
-  const stretch::bench::Peak p = stretch::bench::measure_peak(cpu, threads, seconds);
+  using stretch::CpuInfo;
+  const CpuInfo cpu = stretch::cpu_info();
+  const stretch::Peak p = stretch::measure_peak(cpu, threads, seconds);
   const std::string n = std::to_string(threads);
   auto pair = [&](double one, double all) -> nlohmann::json {
     if (one < 0) return "none";

@@ -28,7 +28,7 @@ the other spin, which CPU time counts). Model FLOPs utilisation (MFU) uses one f
 sides: 6·N per trained token (2·N evaluated), N = weights of the matrix products (every Linear
 and the output projection), plus causal attention 2·L·T·C per token forward (x3 in training),
 against THIS host's fp32 FMA peak per core, measured in the same run by build/bench/bench_peak
-(bench/peak_flops.h) on 1 thread and on each --threads count (a row with t threads divides by the
+(src/core/peak_flops.h) on 1 thread and on each --threads count (a row with t threads divides by the
 t-thread peak / t); the bf16 column's MFU divides by the measured vdpbf16ps peak ("none" where
 the CPU has no avx512_bf16). The CPU model, family, model number and flags head the output, and
 --write-docs files the tables under that host in docs/BENCHMARKS.md (one block per host type).

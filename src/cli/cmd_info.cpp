@@ -3,11 +3,13 @@
 // with a data-bin directory, its dictionary and splits.
 #include <oneapi/dnnl/dnnl.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "core/peak_flops.h"
 #include "core/threads.h"
 #include "ops/linear.h"
 #include "data/indexed_dataset.h"
@@ -18,6 +20,26 @@
 
 namespace stretch::cli {
 namespace {
+
+// One thread's FMA rates, measured now (core/peak_flops.h, ~0.1 s per kernel): fp32 at the faster
+// vector width, and bf16 `vdpbf16ps` where the CPU has avx512_bf16. Whether --bf16 can pay off
+// depends on their ratio, which is not the same on every CPU: about 2× on Zen 4 and Zen 5, 0.5× on
+// an Intel Xeon whose AMX is not exposed (docs/BENCHMARKS.md).
+void describe_peak() {
+  const CpuInfo cpu = cpu_info();
+  const Peak p = measure_peak(cpu, /*threads=*/1, /*seconds=*/0.1);
+  char line[256];
+  std::snprintf(line, sizeof line, "peak, 1 thread, measured now: fp32 FMA %.1f GFLOP/s (%s)", p.fp32_1(),
+                p.fp32_zmm_1 > p.fp32_ymm_1 ? "zmm" : "ymm");
+  std::cout << line;
+  if (p.bf16_1 <= 0) {
+    std::cout << ", bf16 dot product: none (no avx512_bf16)\n";
+    return;
+  }
+  const double ratio = p.bf16_1 / p.fp32_1();
+  std::snprintf(line, sizeof line, ", bf16 dot product %.1f GFLOP/s = %.2fx fp32", p.bf16_1, ratio);
+  std::cout << line << (ratio < 1 ? " (--bf16's products are slower than fp32's on this CPU)" : "") << "\n";
+}
 
 void describe_build() {
   const dnnl_version_t* v = dnnl_version();
@@ -30,6 +52,7 @@ void describe_build() {
             << "bf16 matmul: " << (ops::bf16_matmul_supported() ? "supported" : "not supported") << " ("
             << ops::cpu_isa_summary() << ")\n"
             << "data dir: " << STRETCH_DATA_DIR << "\n";
+  describe_peak();
 }
 
 void describe_checkpoint(const std::string& path) {

@@ -48,7 +48,8 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 //               thousand columns) run at well under twice one thread's rate on two threads, so
 //               side by side they finish sooner (Zen 3: small model +3 to +6% per step).
 // The default is Concurrent where the CPU has no AVX-512 (where it was measured), Sequential where it
-// has (not measured there yet: AVX-512 hosts keep the schedule their numbers were taken with).
+// has (on the one AVX-512 host measured, an Intel Xeon, 1.03× within noise: they keep the schedule
+// their numbers were taken with).
 // STRETCH_LINEAR_BACKWARD=sequential|concurrent overrides it (read once; another value is a usage
 // error). Concurrent gives each product the bits it has with 1 thread; the schedules may differ in
 // rounding where a library splits a product differently on 2 threads. Other thread counts: Sequential.

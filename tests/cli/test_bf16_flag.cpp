@@ -7,6 +7,10 @@
 // evaluation of its checkpoint work.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -80,6 +84,48 @@ TEST(Bf16Flag, RefusedAtStartupWithoutBf16MatmulElseTrainsAndEvaluates) {
   EXPECT_EQ(ev.exit_code, 0) << ev.err;
   const RunResult info = run_stretch({"info"});
   EXPECT_NE(info.out.find("bf16 matmul: supported"), std::string::npos) << info.out;
+}
+
+// `stretch info` measures one thread's fp32 FMA and bf16 dot-product rates and says when --bf16's
+// products are slower (an Intel Xeon without AMX: 0.5×). The oracle for which line must appear is
+// /proc/cpuinfo read here, not the code under test; the ratio must be the two printed rates'.
+bool cpuinfo_has_flag(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string w; words >> w;)
+      if (w == flag) return true;
+    return false;
+  }
+  return false;
+}
+
+TEST(InfoPeak, PrintsFp32AndBf16RatesAndTheirRatio) {
+  const RunResult info = run_stretch({"info"});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(info.out, m,
+                                std::regex(R"(peak, 1 thread, measured now: fp32 FMA ([0-9.]+) GFLOP/s \((zmm|ymm)\))")))
+      << info.out;
+  const double fp32 = std::stod(m[1]);
+  EXPECT_GT(fp32, 1.0);
+  if (m[2] == "zmm") {
+    EXPECT_TRUE(cpuinfo_has_flag("avx512f")) << "zmm only where the CPU has avx512f";
+  }
+  if (!cpuinfo_has_flag("avx512_bf16")) {
+    EXPECT_NE(info.out.find("bf16 dot product: none (no avx512_bf16)"), std::string::npos) << info.out;
+    return;
+  }
+  ASSERT_TRUE(std::regex_search(info.out, m,
+                                std::regex(R"(bf16 dot product ([0-9.]+) GFLOP/s = ([0-9.]+)x fp32( \(--bf16's products are slower than fp32's on this CPU\))?)")))
+      << info.out;
+  const double bf16 = std::stod(m[1]), ratio = std::stod(m[2]);
+  EXPECT_GT(bf16, 1.0);
+  EXPECT_NEAR(ratio, bf16 / fp32, 0.01) << info.out;
+  if (std::fabs(ratio - 1) > 0.01) {  // (printed to 2 decimals: 1.00 may be either side)
+    EXPECT_EQ(m[3].matched, ratio < 1) << "the warning exactly when bf16 is slower: " << info.out;
+  }
 }
 
 }  // namespace

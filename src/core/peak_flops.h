@@ -1,5 +1,6 @@
-// bench/peak_flops.h — the machine's own FMA peak, measured in the benchmark's run, so that every
-// MFU / fraction of peak is against this host and not a constant from another CPU (issue 18).
+// core/peak_flops.h — the machine's own FMA peak, measured in the run that uses it, so that every
+// MFU / fraction of peak is against this host and not a constant from another CPU (issue 18): the
+// benchmarks (bench_peak, bench_model) and `stretch info` (the fp32 and bf16 rates side by side).
 // Contract: measure_peak(threads, seconds) runs, on 1 thread and on `threads` threads (OpenMP,
 // one timed region each, best of 5), chains of independent FMAs that keep the FMA pipes full:
 //   fp32  vfmadd231ps on zmm where the CPU has avx512f, and on ymm (avx2 + fma) always; the
@@ -21,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace stretch::bench {
+namespace stretch {
 
 struct CpuInfo {
   std::string model_name{};
@@ -169,4 +170,4 @@ inline Peak measure_peak(const CpuInfo& cpu, int threads, double seconds) {
   return p;
 }
 
-}  // namespace stretch::bench
+}  // namespace stretch
