@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
                       {"cpu", {{"model_name", cpu.model_name}, {"family", cpu.family}, {"model", cpu.model}, {"flags", cpu.flags}}},
                       {"threads", threads},
                       {"fp32_gflops", pair(p.fp32_1(), p.fp32_n())},
-                      {"fp32_isa", p.fp32_zmm_1 > p.fp32_ymm_1 ? "zmm" : "ymm"},
+                      {"fp32_isa", p.fp32_isa()},
                       {"fp32_ymm_gflops", pair(p.fp32_ymm_1, p.fp32_ymm_n)},
                       {"fp32_zmm_gflops", pair(p.fp32_zmm_1, p.fp32_zmm_n)},
                       {"bf16_gflops", pair(p.bf16_1, p.bf16_n)}};

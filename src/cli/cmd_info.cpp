@@ -30,7 +30,7 @@ void describe_peak() {
   const Peak p = measure_peak(cpu, /*threads=*/1, /*seconds=*/0.1);
   char line[256];
   std::snprintf(line, sizeof line, "peak, 1 thread, measured now: fp32 FMA %.1f GFLOP/s (%s)", p.fp32_1(),
-                p.fp32_zmm_1 > p.fp32_ymm_1 ? "zmm" : "ymm");
+                p.fp32_isa());
   std::cout << line;
   if (p.bf16_1 <= 0) {
     std::cout << ", bf16 dot product: none (no avx512_bf16)\n";

@@ -152,6 +152,7 @@ struct Peak {
   double bf16_1 = -1, bf16_n = -1;         // -1: no avx512_bf16 ("none")
   double fp32_1() const { return std::max(fp32_ymm_1, fp32_zmm_1); }
   double fp32_n() const { return std::max(fp32_ymm_n, fp32_zmm_n); }
+  const char* fp32_isa() const { return fp32_zmm_1 > fp32_ymm_1 ? "zmm" : "ymm"; }  // the width of fp32_1()
 };
 
 inline Peak measure_peak(const CpuInfo& cpu, int threads, double seconds) {
