@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
+#include "cli/bf16_speed.h"
 #include "autograd/tape.h"
 #include "core/rng.h"
 #include "core/threads.h"
@@ -129,7 +130,7 @@ double forward_flops_per_token(const Dims& d, int64_t T) {
 }
 
 nlohmann::json base_record(const Args& a, const Dims& c) {
-  return {{"bench", "stretch"},       {"mode", a.mode},
+  nlohmann::json r = {{"bench", "stretch"},       {"mode", a.mode},
           {"pos", a.pos},             {"V", static_cast<int64_t>(c.V)},
           {"L", static_cast<int64_t>(c.L)},    {"C", static_cast<int64_t>(c.C)},
           {"threads", num_threads()}, {"params", static_cast<double>(0)},
@@ -137,6 +138,8 @@ nlohmann::json base_record(const Args& a, const Dims& c) {
                        ? "softmax"
                        : "adaptive"},
           {"precision", a.bf16 ? "bf16" : "fp32"}};
+  if (a.bf16) r["bf16_products"] = ops::bf16_products_name(ops::bf16_products());
+  return r;
 }
 
 std::vector<int32_t> random_tokens(Rng& rng, int64_t n, int64_t vocab) {
@@ -315,7 +318,10 @@ int main(int argc, char** argv) {
     }
     g_core_peak = peak_gflops * 1e9;
     g_core_peak_bf16 = peak_gflops_bf16 * 1e9;
-    if (a.bf16) ops::set_matmul_precision(ops::GemmPrecision::Bf16);
+    if (a.bf16) {
+      ops::set_matmul_precision(ops::GemmPrecision::Bf16);
+      cli::apply_bf16_products("--bf16");  // as stretch train --bf16 chooses (STRETCH_BF16_PRODUCTS overrides)
+    }
     if (a.no_tile_skipping) ops::set_attention_tile_skipping(ops::TileSkipping::Off);
     if (a.checkpoint.empty() != a.data.empty())
       fail_usage("--checkpoint and --data go together", "give both or neither");

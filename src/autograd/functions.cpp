@@ -50,15 +50,24 @@ Var linear_of_rows(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue
   const int64_t offset = first * in;  // the rows' first weight (and weight-gradient) element
   Var y(Tensor::empty(with_last(x.shape(), count)));
   const bool grad = needs_grad({&x, &w, &b});
-  // bf16 training: round the input and the weight once for the three GEMMs (forward, dinp, dW).
+  // bf16 training: round the input and the weight once for the three GEMMs (forward, dinp, dW):
+  // packed bf16, or under Fp32Fma fp32 copies of the bf16 values (the products then run as fp32).
   Tensor x16, w16;
   ops::LinearBf16 pre;
   if (grad && ops::matmul_precision() == ops::GemmPrecision::Bf16 && d.n > 0 && in > 0 && count > 0) {
-    x16 = Tensor::empty({d.n, in}, DType::BF16);
-    w16 = Tensor::empty({count, in}, DType::BF16);
-    ops::round_to_bf16(reinterpret_cast<uint16_t*>(x16.bf()), x.data(), d.n, in);
-    ops::round_to_bf16(reinterpret_cast<uint16_t*>(w16.bf()), w.data() + offset, count, in);
-    pre = {.inp = reinterpret_cast<const uint16_t*>(x16.bf()), .weight = reinterpret_cast<const uint16_t*>(w16.bf())};
+    if (ops::bf16_products() == ops::Bf16Products::Fp32Fma) {
+      x16 = Tensor::empty({d.n, in});
+      w16 = Tensor::empty({count, in});
+      ops::round_to_bf16_values(x16.f32(), x.data(), d.n, in);
+      ops::round_to_bf16_values(w16.f32(), w.data() + offset, count, in);
+      pre = {.inp_values = x16.f32(), .weight_values = w16.f32()};
+    } else {
+      x16 = Tensor::empty({d.n, in}, DType::BF16);
+      w16 = Tensor::empty({count, in}, DType::BF16);
+      ops::round_to_bf16(reinterpret_cast<uint16_t*>(x16.bf()), x.data(), d.n, in);
+      ops::round_to_bf16(reinterpret_cast<uint16_t*>(w16.bf()), w.data() + offset, count, in);
+      pre = {.inp = reinterpret_cast<const uint16_t*>(x16.bf()), .weight = reinterpret_cast<const uint16_t*>(w16.bf())};
+    }
   }
   ops::linear_forward(y.data(), x.data(), w.data() + offset, b.defined() ? b.data() + first : nullptr, d, epi, pre);
   if (grad) {

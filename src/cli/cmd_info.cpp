@@ -4,10 +4,12 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/bf16_speed.h"
 #include "cli/command.h"
 #include "core/peak_flops.h"
 #include "core/threads.h"
@@ -25,7 +27,7 @@ namespace {
 // vector width, and bf16 `vdpbf16ps` where the CPU has avx512_bf16. Whether --bf16 can pay off
 // depends on their ratio, which is not the same on every CPU: about 2× on Zen 4 and Zen 5, 0.5× on
 // an Intel Xeon whose AMX is not exposed (docs/BENCHMARKS.md).
-void describe_peak() {
+Peak describe_peak() {
   const CpuInfo cpu = cpu_info();
   const Peak p = measure_peak(cpu, /*threads=*/1, /*seconds=*/0.1);
   char line[256];
@@ -34,11 +36,26 @@ void describe_peak() {
   std::cout << line;
   if (p.bf16_1 <= 0) {
     std::cout << ", bf16 dot product: none (no avx512_bf16)\n";
-    return;
+    return p;
   }
   const double ratio = p.bf16_1 / p.fp32_1();
   std::snprintf(line, sizeof line, ", bf16 dot product %.1f GFLOP/s = %.2fx fp32", p.bf16_1, ratio);
   std::cout << line << (ratio < 1 ? " (--bf16's products are slower than fp32's on this CPU)" : "") << "\n";
+  return p;
+}
+
+// What --bf16 would run here: cli/bf16_speed.h's choice on the rates just printed
+// (STRETCH_BF16_PRODUCTS included).
+void describe_bf16_products(const Peak& p) {
+  if (!ops::bf16_matmul_supported()) return;
+  const char* env = std::getenv("STRETCH_BF16_PRODUCTS");
+  const ops::Bf16MatmulKind kind = ops::bf16_matmul_kind();
+  const Bf16Speed speed{kind, kind == ops::Bf16MatmulKind::Dot ? p.fp32_1() : 0, kind == ops::Bf16MatmulKind::Dot ? p.bf16_1 : 0};
+  const Bf16Choice c = choose_bf16_products(speed, env, "--bf16");
+  std::cout << "--bf16 products: "
+            << (c.products == ops::Bf16Products::Native ? "native (oneDNN's bf16 kernels, bf16 attention tiles)"
+                                                        : "fp32 FMAs on bf16-rounded operands")
+            << (env && *env ? std::string(" (STRETCH_BF16_PRODUCTS=") + env + ")" : std::string()) << "\n";
 }
 
 void describe_build() {
@@ -52,7 +69,7 @@ void describe_build() {
             << "bf16 matmul: " << (ops::bf16_matmul_supported() ? "supported" : "not supported") << " ("
             << ops::cpu_isa_summary() << ")\n"
             << "data dir: " << STRETCH_DATA_DIR << "\n";
-  describe_peak();
+  describe_bf16_products(describe_peak());
 }
 
 void describe_checkpoint(const std::string& path) {

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/bf16_speed.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/threads.h"
@@ -43,6 +44,7 @@ void apply_common_options(const CommonOptions& opts) {
                                     "); computing in fp32");
     precision = ops::GemmPrecision::Fp32;
   }
+  if (precision == ops::GemmPrecision::Bf16) apply_bf16_products(opts.from_fp16 ? "--fp16" : opts.bf16_flag);
   ops::gemm_library();  // a bad STRETCH_GEMM is a usage error now, not at the first product
   ops::linear_backward_schedule();  // the same for STRETCH_LINEAR_BACKWARD
   set_num_threads(opts.threads);

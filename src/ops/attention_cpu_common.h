@@ -256,12 +256,14 @@ struct Bf16PackStore {
 };
 #endif
 
-// The bf16 path runs for this call: bf16 matrix products requested (ops::matmul_precision()),
+// The bf16 path runs for this call: bf16 matrix products requested (ops::matmul_precision()), run
+// natively (ops::bf16_products(); under Fp32Fma the attention is fp32, as without avx512_bf16),
 // the CPU and the build have avx512_bf16, and no score term that has no bf16 form yet: the
 // relative-key term (its band products with R read fp32 (q + w) and write dQ/dR in fp32) and the
 // soft span mask run the whole call in fp32 (docs/architecture.md, "bf16 attention").
 inline bool use_bf16(const RelKeySetup& rs, const SpanMaskSetup& sm) {
-  return matmul_precision() == GemmPrecision::Bf16 && attention_bf16_supported() && !rs.on && !sm.on;
+  return matmul_precision() == GemmPrecision::Bf16 && bf16_products() == Bf16Products::Native &&
+         attention_bf16_supported() && !rs.on && !sm.on;
 }
 
 // fn(std::bool_constant<Bf>) with Bf = use_bf16(...) (false only where the kernel is not built).

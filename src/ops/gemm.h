@@ -58,6 +58,12 @@ void gemm_batched(const GemmParams& p, const BatchStrides& s, const float* a, co
 // then cached. Where it is false, gemm() under Bf16 throws stretch::Error (usage, exit 2) naming
 // bf16 and the CPU instead of failing inside oneDNN, and `stretch ... --bf16` fails at startup.
 bool bf16_matmul_supported();
+// How oneDNN computes bf16 products here, from its effective ISA (ONEDNN_MAX_CPU_ISA caps it):
+// None (no bf16 matmul), Emulated (avx512_core / _vnni: bf16 widened to fp32 FMAs, several times
+// slower than fp32 products), Dot (avx512_core_bf16: vdpbf16ps, 2x the fp32 rate on Zen 4 / Zen 5
+// but 0.5x on an Intel Xeon without AMX) or Amx (avx512_core_amx tiles).
+enum class Bf16MatmulKind : uint8_t { None, Emulated, Dot, Amx };
+Bf16MatmulKind bf16_matmul_kind();
 // One line about this CPU for messages: oneDNN's effective ISA and the bf16-relevant flags,
 // e.g. "oneDNN ISA avx2; avx2 yes, avx512f no, avx512_bf16 no, amx_bf16 no".
 std::string cpu_isa_summary();
@@ -93,5 +99,22 @@ std::string openblas_description();
 // and everything else stay fp32). Process-wide, set once by `stretch train/eval-lm --bf16`.
 void set_matmul_precision(GemmPrecision p);
 GemmPrecision matmul_precision();
+
+// How Bf16 products are computed (process-wide; set by `--bf16` at startup, cli/bf16_speed.h):
+//   Native   oneDNN's bf16 matmul (vdpbf16ps, AMX tiles, or oneDNN's own emulation) and the fused
+//            attention's bf16 tile products (the default);
+//   Fp32Fma  the operands rounded to bf16 exactly as under Native, widened back to fp32, and the
+//            fp32 product run on them: each product of two bf16 values is exact in fp32 and the
+//            sums are fp32, so this is the same rounding contract (only the order of the sums
+//            differs); the attention runs its fp32 path, as on CPUs without avx512_bf16. For CPUs
+//            whose bf16 products are slower than fp32 ones (an Intel Xeon without AMX: vdpbf16ps
+//            at 0.5x the fp32 FMA rate; AVX-512 without avx512_bf16: oneDNN emulates bf16).
+enum class Bf16Products : uint8_t { Native, Fp32Fma };
+void set_bf16_products(Bf16Products p);
+Bf16Products bf16_products();
+const char* bf16_products_name(Bf16Products p);  // "native" / "fp32"
+// rows × cols floats (leading dimension ld, 0 = cols) -> rows × cols floats holding the bf16
+// values round_to_bf16 gives (nearest even, NaN quieted), widened back to fp32.
+void round_to_bf16_values(float* dst, const float* src, int64_t rows, int64_t cols, int64_t ld = 0);
 
 }  // namespace stretch::ops

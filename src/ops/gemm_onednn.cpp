@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <new>
@@ -44,7 +45,50 @@ void round_to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, 
   }
 }
 
+void round_to_bf16_values(float* dst, const float* src, int64_t rows, int64_t cols, int64_t ld) {
+  if (ld <= 0) ld = cols;
+#pragma omp parallel for schedule(static) if (rows * cols > cpu::kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint32_t* s = reinterpret_cast<const uint32_t*>(src + r * ld);
+    uint32_t* d = reinterpret_cast<uint32_t*>(dst + r * cols);
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint32_t u = s[c];
+      const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+      const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+      d[c] = nan ? ((u & 0xffff0000u) | 0x00400000u) : rounded;
+    }
+  }
+}
+
 namespace {
+
+std::atomic<Bf16Products> g_bf16_products{Bf16Products::Native};
+
+// p's bf16 product as the fp32 product of its operands' bf16 values (Bf16Products::Fp32Fma).
+void gemm_bf16_as_fp32(const GemmParams& p, const float* a, const float* b, float* c, int64_t lda, int64_t ldb,
+                       int64_t ldc) {
+  const bool ta = p.trans_a == Trans::Yes, tb = p.trans_b == Trans::Yes;
+  const int64_t a_rows = ta ? p.k : p.m, a_cols = ta ? p.m : p.k;
+  const int64_t b_rows = tb ? p.n : p.k, b_cols = tb ? p.k : p.n;
+  cpu::Scratch a32(a_rows * a_cols), b32(b_rows * b_cols);
+  auto widen = [](float* dst, const uint16_t* src, int64_t n) {
+    uint32_t* d = reinterpret_cast<uint32_t*>(dst);
+#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<uint32_t>(src[i]) << 16;
+  };
+  if (p.a16) widen(a32.data(), p.a16, a_rows * a_cols);
+  else round_to_bf16_values(a32.data(), a, a_rows, a_cols, lda);
+  if (p.b16) widen(b32.data(), p.b16, b_rows * b_cols);
+  else round_to_bf16_values(b32.data(), b, b_rows, b_cols, ldb);
+  GemmParams q = p;
+  q.precision = GemmPrecision::Fp32;
+  q.a16 = q.b16 = nullptr;
+  q.lda = a_cols;
+  q.ldb = b_cols;
+  q.ldc = ldc;
+  gemm(q, a32.data(), b32.data(), c);
+}
 
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -159,6 +203,15 @@ bool bf16_matmul_supported() {
   return supported;
 }
 
+Bf16MatmulKind bf16_matmul_kind() {
+  if (!bf16_matmul_supported()) return Bf16MatmulKind::None;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx: return Bf16MatmulKind::Amx;
+    case dnnl::cpu_isa::avx512_core_bf16: return Bf16MatmulKind::Dot;
+    default: return Bf16MatmulKind::Emulated;
+  }
+}
+
 bool cpu_has_avx512() {
 #if defined(__GNUC__) && defined(__x86_64__)
   __builtin_cpu_init();
@@ -181,6 +234,10 @@ std::string cpu_isa_summary() {
 #endif
   return s;
 }
+
+void set_bf16_products(Bf16Products p) { g_bf16_products.store(p); }
+Bf16Products bf16_products() { return g_bf16_products.load(std::memory_order_relaxed); }
+const char* bf16_products_name(Bf16Products p) { return p == Bf16Products::Native ? "native" : "fp32"; }
 
 void set_matmul_precision(GemmPrecision p) { g_precision = p; }
 GemmPrecision matmul_precision() { return g_precision; }
@@ -211,6 +268,8 @@ void gemm(const GemmParams& p, const float* a, const float* b, float* c) {
     return;
   }
   const bool bf16 = p.precision == GemmPrecision::Bf16;
+  // (Fp32Fma needs no bf16 kernels; `--bf16` is still refused on such CPUs, cli/command.cpp.)
+  if (bf16 && bf16_products() == Bf16Products::Fp32Fma) return gemm_bf16_as_fp32(p, a, b, c, lda, ldb, ldc);
   if (bf16 && !bf16_matmul_supported())
     throw Error(ErrorKind::Usage, "bf16 matmul is not supported on this CPU (" + cpu_isa_summary() + ")", kBf16Hint);
   try {

@@ -27,9 +27,15 @@ enum class LinearEpilogue : uint8_t { None, Relu };
 // (ops::round_to_bf16) made once by the caller and read by forward and backward instead of
 // rounding the operands again for each of the three GEMMs; null members are rounded per GEMM.
 // Backward also rounds dout once for its two GEMMs. Results are identical either way.
+// Under bf16_products() == Fp32Fma the caller keeps fp32 copies of the operands' bf16 values
+// instead (ops::round_to_bf16_values; inp_values / weight_values), and backward rounds dout once
+// the same way: the three products then run as plain fp32 GEMMs on them, with no widening pass
+// per GEMM. Results are the Fp32Fma ones either way.
 struct LinearBf16 {
   const uint16_t* inp = nullptr;
   const uint16_t* weight = nullptr;
+  const float* inp_values = nullptr;
+  const float* weight_values = nullptr;
 };
 
 // out [N, O] = epi(inp [N, I] · weight [O, I]ᵀ + bias [O]) (bias may be null)

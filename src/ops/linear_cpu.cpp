@@ -29,6 +29,7 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
   const int64_t N = d.n, I = d.in_features, O = d.out_features;
   if (N == 0 || O == 0) return;
   // out [N, O] = epi(inp [N, I] · weight [O, I]ᵀ + bias): bias and ReLU in the GEMM's epilogue.
+  const bool values = pre.inp_values && pre.weight_values;  // Fp32Fma's rounded copies: a plain fp32 product
   gemm(GemmParams{.trans_a = Trans::No,
                   .trans_b = Trans::Yes,
                   .m = N,
@@ -36,24 +37,35 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
                   .k = I,
                   .bias = bias,
                   .epilogue = epi == LinearEpilogue::Relu ? GemmEpilogue::Relu : GemmEpilogue::None,
-                  .precision = matmul_precision(),
-                  .a16 = pre.inp,
-                  .b16 = pre.weight},
-       inp, weight, out);
+                  .precision = values ? GemmPrecision::Fp32 : matmul_precision(),
+                  .a16 = values ? nullptr : pre.inp,
+                  .b16 = values ? nullptr : pre.weight},
+       values ? pre.inp_values : inp, values ? pre.weight_values : weight, out);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, const LinearDims& d, GradInit dinp_init, const LinearBf16& pre) {
   check_dims(d);
   const int64_t N = d.n, I = d.in_features, O = d.out_features;
-  // bf16: dout [N, O] rounded once for both GEMMs (it is A, as stored, in each).
+  // bf16: dout [N, O] rounded once for both GEMMs (it is A, as stored, in each): packed bf16, or
+  // under Fp32Fma with the operands' values at hand, fp32 values whose products run as fp32 GEMMs.
   const bool round_dout = matmul_precision() == GemmPrecision::Bf16 && dinp && dweight && N > 0 && O > 0 && I > 0;
-  cpu::Scratch dout_buf(round_dout ? (N * O + 1) / 2 : 0);
+  const bool values = round_dout && pre.inp_values && pre.weight_values;
+  cpu::Scratch dout_buf(round_dout ? (values ? N * O : (N * O + 1) / 2) : 0);
   const uint16_t* dout16 = nullptr;
-  if (round_dout) {
+  const float* dout_a = dout;  // A of both products (dbias sums dout itself)
+  if (values) {
+    round_to_bf16_values(dout_buf.data(), dout, N, O);
+    dout_a = dout_buf.data();
+    inp = pre.inp_values;
+    weight = pre.weight_values;
+  } else if (round_dout) {
     round_to_bf16(reinterpret_cast<uint16_t*>(dout_buf.data()), dout, N, O);
     dout16 = reinterpret_cast<const uint16_t*>(dout_buf.data());
   }
+  const GemmPrecision precision = values ? GemmPrecision::Fp32 : matmul_precision();
+  const uint16_t* inp16 = values ? nullptr : pre.inp;
+  const uint16_t* weight16 = values ? nullptr : pre.weight;
   auto dinp_products = [&] {
     if (!(dinp && N > 0 && I > 0)) return;
     // dinp [N, I] (+)= dout [N, O] · weight [O, I]   (beta 0 overwrites; O = 0 then writes zeros);
@@ -63,17 +75,17 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
     for (int64_t r0 = 0; r0 < N; r0 += block) {
       const int64_t first = r0 + skip;
       gemm(GemmParams{.trans_a = Trans::No, .trans_b = Trans::No, .m = block - skip, .n = I, .k = O, .alpha = 1.f,
-                      .beta = beta, .precision = matmul_precision(),
-                      .a16 = dout16 ? dout16 + first * O : nullptr, .b16 = pre.weight},
-           dout + first * O, weight, dinp + first * I);
+                      .beta = beta, .precision = precision,
+                      .a16 = dout16 ? dout16 + first * O : nullptr, .b16 = weight16},
+           dout_a + first * O, weight, dinp + first * I);
     }
   };
   auto dweight_product = [&] {
     if (!(dweight && O > 0 && I > 0)) return;
     // dweight [O, I] += dout [N, O]ᵀ · inp [N, I]
     gemm(GemmParams{.trans_a = Trans::Yes, .trans_b = Trans::No, .m = O, .n = I, .k = N, .alpha = 1.f, .beta = 1.f,
-                    .precision = matmul_precision(), .a16 = dout16, .b16 = pre.inp},
-         dout, inp, dweight);
+                    .precision = precision, .a16 = dout16, .b16 = inp16},
+         dout_a, inp, dweight);
   };
   // Concurrent: one thread each (inside the parallel region oneDNN and OpenBLAS run single-threaded);
   // an error of either product is rethrown after both (an exception may not leave an OpenMP region).

@@ -160,19 +160,10 @@ TEST(FusedFunctions, CrossEntropyInPlaceGradientMatchesKeep) {
 // bf16 training: autograd's linear rounds its input and weight once for the three GEMMs and
 // backward rounds dout once for two. The result must be bitwise the ops-level linear that rounds
 // every operand per GEMM (same rounding of the same values), for y, dx, dW and db, with and
-// without the ReLU epilogue.
-TEST(FusedFunctions, Bf16LinearRoundsOnceWithTheSameResult) {
-  struct PrecisionGuard {
-    ~PrecisionGuard() { ops::set_matmul_precision(ops::GemmPrecision::Fp32); }
-  } guard;
-  ops::set_matmul_precision(ops::GemmPrecision::Bf16);
+// without the ReLU epilogue — with bf16 products run natively (packed bf16 copies) and as fp32
+// FMAs on the bf16 values (Bf16Products::Fp32Fma: fp32 copies of the values; on every CPU).
+void expect_bf16_linear_rounds_once() {
   const int64_t N = 29, I = 40, O = 23;
-  if (!ops::bf16_matmul_supported()) {  // autograd's linear must surface the refusal, not crash
-    Var x = random_var({N, I}, 71), w = random_var({O, I}, 72), b = random_var({O}, 73);
-    testing::expect_bf16_refused([&] { linear(x, w, b, ops::LinearEpilogue::None); });
-    if (HasFailure()) return;
-    GTEST_SKIP() << testing::bf16_skip_message();
-  }
   for (auto epi : {ops::LinearEpilogue::None, ops::LinearEpilogue::Relu}) {
     Var x = random_var({N, I}, 71), w = random_var({O, I}, 72), b = random_var({O}, 73);
     Var dy_src = random_var({N, O}, 74);
@@ -192,6 +183,30 @@ TEST(FusedFunctions, Bf16LinearRoundsOnceWithTheSameResult) {
     for (int64_t i = 0; i < O * I; ++i) ASSERT_EQ(w.grad().f32()[i], dw2[i]) << "dw " << i;
     for (int64_t i = 0; i < O; ++i) ASSERT_EQ(b.grad().f32()[i], db2[i]) << "db " << i;
   }
+}
+
+TEST(FusedFunctions, Bf16LinearRoundsOnceWithTheSameResult) {
+  struct PrecisionGuard {
+    ~PrecisionGuard() {
+      ops::set_matmul_precision(ops::GemmPrecision::Fp32);
+      ops::set_bf16_products(ops::Bf16Products::Native);
+    }
+  } guard;
+  ops::set_matmul_precision(ops::GemmPrecision::Bf16);
+  {
+    SCOPED_TRACE("fp32 FMAs on bf16 values");
+    ops::set_bf16_products(ops::Bf16Products::Fp32Fma);
+    expect_bf16_linear_rounds_once();
+    ops::set_bf16_products(ops::Bf16Products::Native);
+  }
+  if (!ops::bf16_matmul_supported()) {  // autograd's linear must surface the refusal, not crash
+    Var x = random_var({29, 40}, 71), w = random_var({23, 40}, 72), b = random_var({23}, 73);
+    testing::expect_bf16_refused([&] { linear(x, w, b, ops::LinearEpilogue::None); });
+    if (HasFailure()) return;
+    GTEST_SKIP() << testing::bf16_skip_message() << " (the Fp32Fma half passed)";
+  }
+  SCOPED_TRACE("native bf16");
+  expect_bf16_linear_rounds_once();
 }
 
 // Transformer-XL's q and kv projections: two linear_rows over one weight's rows [0, 4) and [4, 9)

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -126,6 +127,104 @@ TEST(InfoPeak, PrintsFp32AndBf16RatesAndTheirRatio) {
   if (std::fabs(ratio - 1) > 0.01) {  // (printed to 2 decimals: 1.00 may be either side)
     EXPECT_EQ(m[3].matched, ratio < 1) << "the warning exactly when bf16 is slower: " << info.out;
   }
+}
+
+// The binary: at startup (before the data is read: the path does not exist) --bf16 runs its
+// products as fp32 FMAs on bf16-rounded operands exactly where this CPU's bf16 products are
+// slower — never on AMX, always on an AVX-512 CPU without avx512_bf16 (oneDNN emulates there), and
+// on an avx512_bf16 CPU where `stretch info`'s measured ratio is below 1 — and says so once;
+// STRETCH_BF16_PRODUCTS overrides the choice, and a bad value is a usage error naming it.
+TEST(Bf16Products, TheBinaryRunsFp32FmaExactlyWhereBf16IsSlower) {
+  const std::string chose = ": bf16 products run as fp32 FMAs on bf16-rounded operands";
+  const std::vector<std::string> eval = {"eval-lm", "/no-such-data-bin", "--path", "/no-such.pt", "--threads", "1"};
+  auto with = [&eval](const std::string& flag) {
+    std::vector<std::string> v = eval;
+    v.push_back(flag);
+    return v;
+  };
+  const RunResult plain = run_stretch(eval);
+  EXPECT_EQ(plain.err.find("bf16"), std::string::npos) << plain.err;
+  const RunResult r = run_stretch(with("--bf16"));
+  EXPECT_NE(r.exit_code, 0);
+  if (!cpuinfo_has_flag("avx512f")) {  // no bf16 matmul: refused (Bf16Flag.*), nothing chosen
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err.find(chose), std::string::npos) << r.err;
+    return;
+  }
+  EXPECT_NE(r.err.find("/no-such.pt"), std::string::npos) << "the run went on to its own error: " << r.err;
+  const RunResult bad = run_stretch(with("--bf16"), {{"STRETCH_BF16_PRODUCTS", "fast"}});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("STRETCH_BF16_PRODUCTS=fast"), std::string::npos) << bad.err;
+  const RunResult forced = run_stretch(with("--amp"), {{"STRETCH_BF16_PRODUCTS", "fp32"}});
+  EXPECT_NE(forced.err.find("--amp" + chose), std::string::npos) << forced.err;
+  bool slower = false;
+  if (cpuinfo_has_flag("amx_bf16")) {
+    slower = false;
+  } else if (!cpuinfo_has_flag("avx512_bf16")) {
+    slower = true;
+    EXPECT_NE(r.err.find("oneDNN has no native bf16 kernels"), std::string::npos) << r.err;
+  } else {
+    const RunResult info = run_stretch({"info"});
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(info.out, m, std::regex(R"(bf16 dot product [0-9.]+ GFLOP/s = ([0-9.]+)x fp32)")))
+        << info.out;
+    const double ratio = std::stod(m[1]);
+    if (ratio > 0.9 && ratio < 1.1) return;  // two measurements near 1 may fall either side (real CPUs: ~0.5, ~2)
+    slower = ratio < 1;
+    const std::string at = "dot product runs at ";
+    if (slower && r.err.find(at) != std::string::npos) {
+      EXPECT_LT(std::stod(r.err.substr(r.err.find(at) + at.size())), 1.0) << r.err;
+    }
+  }
+  EXPECT_EQ(r.err.find("--bf16" + chose) != std::string::npos, slower) << r.err;
+  const RunResult native = run_stretch(with("--bf16"), {{"STRETCH_BF16_PRODUCTS", "native"}});
+  EXPECT_EQ(native.err.find(chose), std::string::npos) << native.err;
+  EXPECT_EQ(native.err.find("--bf16 with STRETCH_BF16_PRODUCTS=native: ") != std::string::npos, slower) << native.err;
+  // `stretch info` names the same choice.
+  const RunResult info = run_stretch({"info"});
+  EXPECT_NE(info.out.find("--bf16 products: "), std::string::npos) << info.out;
+  EXPECT_EQ(info.out.find("--bf16 products: fp32 FMAs on bf16-rounded operands") != std::string::npos, slower)
+      << info.out;
+}
+
+// Training end to end: --bf16 with its products as fp32 FMAs (STRETCH_BF16_PRODUCTS=fp32, on
+// every CPU with bf16 matmul) logs losses that are not fp32's (the operands were rounded) but
+// follow the native bf16 run's to bf16 noise (where oneDNN has bf16 kernels: the same rounding,
+// sums in another order).
+TEST(Bf16Products, TrainingWithFp32FmaRoundsAndTracksNativeBf16) {
+  if (!ops::bf16_matmul_supported()) return;  // --bf16 is refused here (Bf16Flag.* checks it)
+  TempDir tmp;
+  const std::string data = make_data_bin(tmp);
+  auto losses = [](const RunResult& r) {
+    std::vector<double> l;
+    const std::regex re(R"(train_inner \| \{.*"loss": ([0-9.]+),)");
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), re), e; it != e; ++it) l.push_back(std::stod((*it)[1]));
+    return l;
+  };
+  auto train = [&](const std::string& dir, const std::string& flag, const std::string& products) {
+    std::vector<std::string> args = tiny_train(data, tmp / dir, flag);
+    for (const char* a : {"--max-update", "8", "--log-interval", "1", "--log-format", "json", "--log-full-precision", "--seed", "3"})
+      args.push_back(a);
+    const RunResult r = run_stretch(args, {{"STRETCH_BF16_PRODUCTS", products}});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (losses(r).size() != 8) ADD_FAILURE() << r.out << r.err;
+    return losses(r);
+  };
+  const std::vector<double> fp32 = train("f32", "--threads=1", ""), fma = train("fma", "--bf16", "fp32"),
+                            native = train("nat", "--bf16", "native");
+  ASSERT_EQ(fma.size(), 8u);
+  ASSERT_EQ(fp32.size(), fma.size());
+  ASSERT_EQ(native.size(), fma.size());
+  double from_fp32 = 0, from_native = 0;
+  for (size_t i = 0; i < fma.size(); ++i) {
+    from_fp32 = std::max(from_fp32, std::abs(fma[i] - fp32[i]));
+    from_native = std::max(from_native, std::abs(fma[i] - native[i]));
+  }
+  std::printf("stretch-test: max |loss difference| over 8 updates: fp32 FMAs on bf16 values vs fp32 %.2e, vs native "
+              "bf16 %.2e\n", from_fp32, from_native);
+  EXPECT_GT(from_fp32, 0.0) << "fp32 FMAs on bf16 values logged fp32's losses: nothing was rounded";
+  EXPECT_LT(from_native, 2e-2) << "the two bf16 ways apart by more than bf16 noise";
+  EXPECT_LT(from_fp32, 5e-2);
 }
 
 }  // namespace

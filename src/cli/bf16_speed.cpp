@@ -1,0 +1,72 @@
+#include "cli/bf16_speed.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/peak_flops.h"
+
+namespace stretch::cli {
+namespace {
+
+// Why bf16 is the slower here, for the lines below (s must be bf16_is_slower).
+std::string why_slower(const Bf16Speed& s) {
+  if (s.kind == ops::Bf16MatmulKind::Emulated)
+    return "oneDNN has no native bf16 kernels here (" + ops::cpu_isa_summary() +
+           ") and emulates bf16 products with fp32 FMAs, several times slower than fp32 products";
+  char r[32];
+  std::snprintf(r, sizeof r, "%.2fx", s.bf16_gflops / s.fp32_gflops);
+  return std::string("this CPU's bf16 dot product runs at ") + r + " its fp32 FMA rate (measured now, 1 thread)";
+}
+
+}  // namespace
+
+Bf16Speed measure_bf16_speed() {
+  Bf16Speed s;
+  s.kind = ops::bf16_matmul_kind();
+  if (s.kind != ops::Bf16MatmulKind::Dot) return s;
+  // avx512_core_bf16 implies avx512f, and zmm FMAs run at least at the ymm rate on every such CPU.
+  constexpr double kSeconds = 0.05;  // per kernel; the ratios that matter are ~0.5 and ~2
+  s.bf16_gflops = peak_gflops(PeakKernel::Bf16Zmm, 1, kSeconds);
+  s.fp32_gflops = peak_gflops(PeakKernel::Fp32Zmm, 1, kSeconds);
+  return s;
+}
+
+bool bf16_is_slower(const Bf16Speed& s) {
+  if (s.kind == ops::Bf16MatmulKind::Emulated) return true;
+  return s.kind == ops::Bf16MatmulKind::Dot && s.fp32_gflops > 0 && s.bf16_gflops > 0 &&
+         s.bf16_gflops < s.fp32_gflops;
+}
+
+Bf16Choice choose_bf16_products(const Bf16Speed& s, const char* env, const std::string& flag) {
+  const std::string e = env ? env : "";
+  if (!e.empty() && e != "native" && e != "fp32")
+    throw Error(ErrorKind::Usage, "STRETCH_BF16_PRODUCTS=" + e + " is not a way to compute bf16 products",
+                "use STRETCH_BF16_PRODUCTS=native or fp32, or unset it for this CPU's choice (" + flag + ")");
+  const bool slower = bf16_is_slower(s);
+  Bf16Choice c;
+  c.products = e == "fp32" || (e.empty() && slower) ? ops::Bf16Products::Fp32Fma : ops::Bf16Products::Native;
+  if (c.products == ops::Bf16Products::Fp32Fma) {
+    c.info = flag + ": bf16 products run as fp32 FMAs on bf16-rounded operands (the same rounding, exact products, "
+                    "fp32 sums; the attention in fp32)" +
+             (slower ? ": " + why_slower(s) : std::string(" (STRETCH_BF16_PRODUCTS=fp32)")) +
+             (e.empty() ? "; STRETCH_BF16_PRODUCTS=native uses oneDNN's bf16 kernels" : "");
+  } else if (slower) {
+    c.warning = flag + " with STRETCH_BF16_PRODUCTS=native: " + why_slower(s) +
+                ", so bf16 products are slower than fp32 ones here; unset STRETCH_BF16_PRODUCTS to run them "
+                "as fp32 FMAs on bf16-rounded operands";
+  }
+  return c;
+}
+
+ops::Bf16Products apply_bf16_products(const std::string& flag) {
+  const Bf16Choice c = choose_bf16_products(measure_bf16_speed(), std::getenv("STRETCH_BF16_PRODUCTS"), flag);
+  if (c.info) log_once(LogLevel::Info, *c.info);
+  if (c.warning) log_once(LogLevel::Warning, *c.warning);
+  ops::set_bf16_products(c.products);
+  return c.products;
+}
+
+}  // namespace stretch::cli
