@@ -261,7 +261,7 @@ def train_section(args, env):
                           f"torch {t['others']}" + (f" bf16 {b['tokens_per_cpu_s']:.0f}" if b else "") +
                           " tokens/CPU-s", file=sys.stderr)
     bf = (" stretch bf16 tok/CPU-s | **bf16 ratio (CPU)** | stretch bf16 tok/s | bf16 ratio (wall) | "
-          "MFU bf16 (CPU, of the bf16 peak) | PyTorch bf16 autocast tok/CPU-s / tok/s | "
+          "MFU bf16 (CPU, of the bf16 peak, or the fp32 one for fp32 FMAs) | PyTorch bf16 autocast tok/CPU-s / tok/s | "
           "**stretch bf16 / PyTorch bf16 (CPU / wall)** |" if args.bf16 else "")
     lines = ["| threads | model | V | T | stretch tok/CPU-s | PyTorch tok/CPU-s (" + " / ".join(
              n for n, _ in torch_sides(args, "train")) + ") | anchor | **ratio (CPU)** | "
@@ -275,7 +275,7 @@ def train_section(args, env):
         if b:
             extra = (f" {fmt(b['tokens_per_cpu_s'])} | **{b['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}** | "
                      f"{fmt(b['tokens_per_s'])} | {b['tokens_per_s'] / t['tokens_per_s']:.2f} | "
-                     f"{fmt_mfu(b['tokens_per_cpu_s'] * f / bpeak if bpeak else None)} |")
+                     f"{fmt_bf16_mfu(b, f, peak, bpeak)} |")
             cpu_r, wall_r = (b[k] / tb[k] for k in ("tokens_per_cpu_s", "tokens_per_s")) if tb else (None, None)
             extra += (f" {fmt(tb['tokens_per_cpu_s'])} / {fmt(tb['tokens_per_s'])} | **{cpu_r:.2f} / {wall_r:.2f}** |"
                       if tb else " n/a (no build/torch2env) | n/a |")
@@ -285,6 +285,16 @@ def train_section(args, env):
                      f"{fmt(t['tokens_per_s'])} | {s['tokens_per_s'] / t['tokens_per_s']:.2f} | "
                      f"{mfu_s:.2f} / {mfu_t:.2f} |" + extra)
     return "\n".join(lines)
+
+
+def fmt_bf16_mfu(record, flop_per_token, fp32_peak, bf16_peak):
+    """MFU of a stretch --bf16 record against the peak of the products it ran: the bf16 peak, or
+    the fp32 peak where --bf16 chose fp32 FMAs on bf16-rounded operands (bench_model's
+    "bf16_products": "fp32"; cli/bf16_speed.h), marked so."""
+    fp32_products = record.get("bf16_products") == "fp32"
+    peak = fp32_peak if fp32_products else bf16_peak
+    return fmt_mfu(record["tokens_per_cpu_s"] * flop_per_token / peak if peak else None) + (
+        " (fp32 FMAs)" if fp32_products else "")
 
 
 def fmt_skipped(record):
@@ -350,7 +360,7 @@ def eval_section(args, env):
                   "NLL drift = stretch bf16 / fp32 NLL of the same random window and weights − 1):", "",
                   "| threads | T | stretch bf16 tok/CPU-s | stretch bf16 tok/s | bf16 / fp32 stretch (CPU) | "
                   "bf16 anchor | anchor tok/CPU-s | anchor tok/s | **ratio (CPU)** | **ratio (wall)** | "
-                  "MFU bf16 (CPU, of the bf16 peak) | NLL drift |",
+                  "MFU bf16 (CPU, of the bf16 peak, or the fp32 one for fp32 FMAs) | NLL drift |",
                   "|---" * 12 + "|"]
         for threads, T, s, t, s_rss, t_rss, t_rss_min, f, (b, bt) in rows:
             bpeak = core_peak(args, threads, "bf16")
@@ -361,7 +371,7 @@ def eval_section(args, env):
                 (f"{bt['anchor']} | {fmt(bt['tokens_per_cpu_s'])} | {fmt(bt['tokens_per_s'])} | "
                  f"**{b['tokens_per_cpu_s'] / bt['tokens_per_cpu_s']:.2f}** | "
                  f"**{b['tokens_per_s'] / bt['tokens_per_s']:.2f}** | " if bt else "n/a | n/a | n/a | n/a | n/a | ") +
-                f"{fmt_mfu(b['tokens_per_cpu_s'] * f / bpeak if bpeak else None)} | " +
+                f"{fmt_bf16_mfu(b, f, core_peak(args, threads), bpeak)} | " +
                 (f"{drift:+.1e} |" if drift is not None else "n/a |"))
     return "\n".join(lines)
 

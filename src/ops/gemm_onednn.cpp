@@ -27,6 +27,13 @@ int64_t lead(int64_t given, int64_t natural) { return given > 0 ? given : natura
 
 GemmPrecision g_precision = GemmPrecision::Fp32;
 
+// The bf16 bits of fp32 bits u: round to nearest even, NaN quieted (tensor/dtype.h's float_to_bf16).
+inline uint32_t bf16_bits(uint32_t u) {
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  return nan ? ((u >> 16) | 0x40u) : rounded;
+}
+
 }  // namespace
 
 void round_to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld) {
@@ -36,12 +43,7 @@ void round_to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, 
     const uint32_t* s = reinterpret_cast<const uint32_t*>(src + r * ld);
     uint16_t* d = dst + r * cols;
 #pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) {
-      const uint32_t u = s[c];
-      const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-      const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-      d[c] = static_cast<uint16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
-    }
+    for (int64_t c = 0; c < cols; ++c) d[c] = static_cast<uint16_t>(bf16_bits(s[c]));
   }
 }
 
@@ -52,12 +54,7 @@ void round_to_bf16_values(float* dst, const float* src, int64_t rows, int64_t co
     const uint32_t* s = reinterpret_cast<const uint32_t*>(src + r * ld);
     uint32_t* d = reinterpret_cast<uint32_t*>(dst + r * cols);
 #pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) {
-      const uint32_t u = s[c];
-      const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-      const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-      d[c] = nan ? ((u & 0xffff0000u) | 0x00400000u) : rounded;
-    }
+    for (int64_t c = 0; c < cols; ++c) d[c] = bf16_bits(s[c]) << 16;
   }
 }
 

@@ -96,8 +96,9 @@ TEST(Gemm, Bf16DiffersFromFp32ByBf16Rounding) {
 
 // round_to_bf16 is tensor/dtype.h's float_to_bf16 element by element (ties to even, NaN stays
 // NaN), with a leading dimension; and a GEMM given pre-rounded operands (a16/b16) gives bitwise
-// the result of the GEMM that rounds them itself, for every transpose combination. round_to_bf16
-// is plain C++ and is checked on every CPU; the GEMMs need bf16 matmul.
+// the result of the GEMM that rounds them itself, for every transpose combination, with the
+// products run as fp32 FMAs on the bf16 values (Bf16Products::Fp32Fma, on every CPU) and natively
+// (where oneDNN has bf16 matmul).
 TEST(Gemm, PreRoundedBf16OperandsGiveTheSameResult) {
   Rng rng(4);
   {
@@ -119,6 +120,35 @@ TEST(Gemm, PreRoundedBf16OperandsGiveTheSameResult) {
         }
       }
   }
+  auto pre_rounded_is_the_same = [&rng] {
+    for (Trans ta : {Trans::No, Trans::Yes})
+      for (Trans tb : {Trans::No, Trans::Yes}) {
+        const int64_t m = 33, n = 20, k = 70;
+        std::vector<float> a(m * k), b(k * n), c1(m * n), c2(m * n);
+        for (auto& x : a) x = rng.uniform(-1, 1);
+        for (auto& x : b) x = rng.uniform(-1, 1);
+        for (size_t i = 0; i < c1.size(); ++i) c1[i] = c2[i] = rng.uniform(-1, 1);
+        // As stored: A is [m, k] or [k, m]; B is [k, n] or [n, k].
+        std::vector<uint16_t> a16(m * k), b16(k * n);
+        round_to_bf16(a16.data(), a.data(), ta == Trans::Yes ? k : m, ta == Trans::Yes ? m : k);
+        round_to_bf16(b16.data(), b.data(), tb == Trans::Yes ? n : k, tb == Trans::Yes ? k : n);
+        GemmParams p{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .beta = 1.f,
+                     .precision = GemmPrecision::Bf16};
+        gemm(p, a.data(), b.data(), c1.data());
+        p.a16 = a16.data();
+        p.b16 = b16.data();
+        // Garbage fp32 operands: the pre-rounded copies must be what is read.
+        std::vector<float> junk_a(a.size(), 7.f), junk_b(b.size(), -7.f);
+        gemm(p, junk_a.data(), junk_b.data(), c2.data());
+        for (size_t i = 0; i < c1.size(); ++i) ASSERT_EQ(c1[i], c2[i]) << i;
+      }
+  };
+  {
+    SCOPED_TRACE("fp32 FMAs on bf16 values");
+    set_bf16_products(Bf16Products::Fp32Fma);
+    pre_rounded_is_the_same();
+    set_bf16_products(Bf16Products::Native);
+  }
   if (!bf16_matmul_supported()) {
     std::vector<float> a(33 * 70, 0.5f), b(70 * 20, 0.25f), c(33 * 20, 0.f);
     std::vector<uint16_t> a16(a.size()), b16(b.size());
@@ -129,28 +159,10 @@ TEST(Gemm, PreRoundedBf16OperandsGiveTheSameResult) {
            a.data(), b.data(), c.data());
     });
     if (HasFailure()) return;
-    GTEST_SKIP() << testing::bf16_skip_message() << " (round_to_bf16 was checked)";
+    GTEST_SKIP() << testing::bf16_skip_message() << " (round_to_bf16 and the Fp32Fma half were checked)";
   }
-  for (Trans ta : {Trans::No, Trans::Yes})
-    for (Trans tb : {Trans::No, Trans::Yes}) {
-      const int64_t m = 33, n = 20, k = 70;
-      std::vector<float> a(m * k), b(k * n), c1(m * n), c2(m * n);
-      for (auto& x : a) x = rng.uniform(-1, 1);
-      for (auto& x : b) x = rng.uniform(-1, 1);
-      for (size_t i = 0; i < c1.size(); ++i) c1[i] = c2[i] = rng.uniform(-1, 1);
-      // As stored: A is [m, k] or [k, m]; B is [k, n] or [n, k].
-      std::vector<uint16_t> a16(m * k), b16(k * n);
-      round_to_bf16(a16.data(), a.data(), ta == Trans::Yes ? k : m, ta == Trans::Yes ? m : k);
-      round_to_bf16(b16.data(), b.data(), tb == Trans::Yes ? n : k, tb == Trans::Yes ? k : n);
-      GemmParams p{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .beta = 1.f, .precision = GemmPrecision::Bf16};
-      gemm(p, a.data(), b.data(), c1.data());
-      p.a16 = a16.data();
-      p.b16 = b16.data();
-      // Garbage fp32 operands: the pre-rounded copies must be what is read.
-      std::vector<float> junk_a(a.size(), 7.f), junk_b(b.size(), -7.f);
-      gemm(p, junk_a.data(), junk_b.data(), c2.data());
-      for (size_t i = 0; i < c1.size(); ++i) ASSERT_EQ(c1[i], c2[i]) << i;
-    }
+  SCOPED_TRACE("native bf16");
+  pre_rounded_is_the_same();
 }
 
 }  // namespace stretch::ops

@@ -2,9 +2,9 @@
 // bf16 values. Checked on every CPU (it needs no bf16 kernels): round_to_bf16_values against
 // tensor/dtype.h's scalar float_to_bf16; every transpose, leading dimensions, alpha / beta, bias
 // and ReLU against the double-accumulating reference on bf16-rounded inputs (gemm_reference under
-// Bf16) at the fp32 tolerance, since bf16 × bf16 products are exact in fp32; pre-rounded a16/b16
-// operands bitwise equal to rounding in place; the rounding really happens (far from the fp32
-// product); and, where oneDNN has bf16 matmul, the native product within the same tolerance.
+// Bf16) at the fp32 tolerance, since bf16 × bf16 products are exact in fp32; the rounding really
+// happens (far from the fp32 product); and, where oneDNN has bf16 matmul, the native product within
+// the same tolerance. (Pre-rounded a16/b16 operands: Gemm.PreRoundedBf16OperandsGiveTheSameResult.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -73,29 +73,6 @@ TEST(Bf16Fp32Fma, MatchesTheReferenceOnBf16RoundedInputs) {
         for (size_t i = 0; i < c.size(); ++i)
           ASSERT_NEAR(c[i], r[i], 1e-4 * (1 + std::abs(r[i]))) << m << " " << n << " " << k << " v" << variant;
       }
-}
-
-TEST(Bf16Fp32Fma, PreRoundedOperandsGiveBitwiseTheSameResult) {
-  const ProductsScope scope(Bf16Products::Fp32Fma);
-  Rng rng(13);
-  for (Trans ta : {Trans::No, Trans::Yes})
-    for (Trans tb : {Trans::No, Trans::Yes}) {
-      const int64_t m = 33, n = 20, k = 70;
-      std::vector<float> a(m * k), b(k * n), c1(m * n), c2(m * n);
-      for (auto& x : a) x = rng.uniform(-1, 1);
-      for (auto& x : b) x = rng.uniform(-1, 1);
-      for (size_t i = 0; i < c1.size(); ++i) c1[i] = c2[i] = rng.uniform(-1, 1);
-      std::vector<uint16_t> a16(m * k), b16(k * n);
-      round_to_bf16(a16.data(), a.data(), ta == Trans::Yes ? k : m, ta == Trans::Yes ? m : k);
-      round_to_bf16(b16.data(), b.data(), tb == Trans::Yes ? n : k, tb == Trans::Yes ? k : n);
-      GemmParams p{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .beta = 1.f, .precision = GemmPrecision::Bf16};
-      gemm(p, a.data(), b.data(), c1.data());
-      p.a16 = a16.data();
-      p.b16 = b16.data();
-      std::vector<float> junk_a(a.size(), 7.f), junk_b(b.size(), -7.f);  // the copies must be what is read
-      gemm(p, junk_a.data(), junk_b.data(), c2.data());
-      for (size_t i = 0; i < c1.size(); ++i) ASSERT_EQ(c1[i], c2[i]) << i;
-    }
 }
 
 // It really rounds (K = 256: about sqrt(K)·2^-9 ≈ 0.03 from the fp32 product), and where oneDNN
