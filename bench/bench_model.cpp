@@ -19,8 +19,10 @@
 // model FLOP/s per CPU second ("mfu_cpu" = that rate / P, P = this host's fp32 FMA peak per core
 // with --threads busy, measured at startup by core/peak_flops.h or given by --peak-gflops;
 // "mfu_wall" = FLOP/s per wall second / (threads · P)); with --bf16 also "mfu_cpu_of_bf16_peak"
-// against the measured vdpbf16ps peak (absent where the CPU has none). "peak_gflops_per_core",
-// "cpu_family" and "cpu_model" say what was divided by.
+// against the measured vdpbf16ps peak (absent where the CPU has none), and "bf16_products": how
+// --bf16 ran its products here ("native", or "fp32": FMAs on bf16 values, cli/bf16_speed.h's
+// choice, as stretch train makes it). "peak_gflops_per_core", "cpu_family" and "cpu_model" say
+// what was divided by.
 // FLOPs: 6·N per trained token (2·N evaluated) with N the weights of the matrix products (every
 // Linear and the output projection; the input embedding is a lookup), plus causal attention:
 // 2·L·T·C per token forward (QKᵀ and PV over the visible half), three times that in training.
