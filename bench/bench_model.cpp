@@ -19,7 +19,8 @@
 // model FLOP/s per CPU second ("mfu_cpu" = that rate / P, P = this host's fp32 FMA peak per core
 // with --threads busy, measured at startup by core/peak_flops.h or given by --peak-gflops;
 // "mfu_wall" = FLOP/s per wall second / (threads · P)); with --bf16 also "mfu_cpu_of_bf16_peak"
-// against the measured vdpbf16ps peak (absent where the CPU has none), and "bf16_products": how
+// against the measured vdpbf16ps peak (absent where the CPU has none or the products ran as fp32
+// FMAs, which "mfu_cpu" measures), and "bf16_products": how
 // --bf16 ran its products here ("native", or "fp32": FMAs on bf16 values, cli/bf16_speed.h's
 // choice, as stretch train makes it). "peak_gflops_per_core", "cpu_family" and "cpu_model" say
 // what was divided by.
@@ -45,8 +46,8 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "cli/bf16_speed.h"
 #include "autograd/tape.h"
+#include "cli/bf16_speed.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "data/indexed_dataset.h"
@@ -155,7 +156,7 @@ void add_rates(nlohmann::json& r, double tokens, double flops_per_token, double 
   r["tokens_per_cpu_s"] = std::round(tokens / cpu * 10) / 10;
   r["mfu_cpu"] = std::round(tokens * flops_per_token / cpu / g_core_peak * 1000) / 1000;
   r["mfu_wall"] = std::round(tokens * flops_per_token / wall / (threads * g_core_peak) * 1000) / 1000;
-  if (r.value("precision", "") == "bf16" && g_core_peak_bf16 > 0)
+  if (r.value("precision", "") == "bf16" && r.value("bf16_products", "") == "native" && g_core_peak_bf16 > 0)
     r["mfu_cpu_of_bf16_peak"] = std::round(tokens * flops_per_token / cpu / g_core_peak_bf16 * 1000) / 1000;
   r["peak_gflops_per_core"] = std::round(g_core_peak / 1e8) / 10;
   r["cpu_family"] = g_cpu.family;

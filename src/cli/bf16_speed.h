@@ -29,9 +29,6 @@ struct Bf16Speed {
 // This CPU's kind, with the two rates measured where it is Dot.
 Bf16Speed measure_bf16_speed();
 
-// Whether bf16 products are slower than fp32 ones here: Emulated, or Dot with a measured ratio below 1.
-bool bf16_is_slower(const Bf16Speed& s);
-
 // The choice and what to tell the user about it.
 struct Bf16Choice {
   ops::Bf16Products products = ops::Bf16Products::Native;
