@@ -5,7 +5,7 @@
 //   Emulated  oneDNN at avx512_core / _vnni widens bf16 to fp32 FMAs itself: a small-model training
 //             step 3.3-4.3x slower than fp32 (an Intel Xeon with oneDNN capped there) -> Fp32Fma;
 //   Dot       avx512_core_bf16: one thread's vdpbf16ps and fp32 FMA rates are measured now
-//             (core/peak_flops.h, ~0.1 s); bf16 below fp32 -> Fp32Fma (an Intel Xeon without AMX
+//             (core/peak_flops.h, ~0.15 s, alternating short rounds); bf16 below fp32 -> Fp32Fma (an Intel Xeon without AMX
 //             exposed: 0.5x, native bf16 steps 0.56-1.04x fp32's speed); else Native (Zen 4 /
 //             Zen 5: ~2x);
 //   Amx       -> Native; None: refused or falls back to fp32 earlier (cli/command.cpp).
