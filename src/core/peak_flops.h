@@ -8,7 +8,11 @@
 //   bf16  vdpbf16ps on zmm (2 bf16 products + add per fp32 lane = 4 FLOP) where the CPU has
 //         avx512_bf16; none otherwise (-1).
 // 12 accumulators cover 2 pipes × 4-6 cycles of latency. The kernels carry their own target
-// attributes, so a -march=native build on an AVX2 host still has the zmm code (never run there).
+// attributes, so a -march=native build on an AVX2 host still has the zmm code (never run there),
+// and are neither instrumented in sanitizer builds (they touch no memory) nor left rolled at -O1
+// (the sanitizer builds' level; unrolled, the 12 accumulators live in registers): otherwise GCC's
+// -O1 kept the accumulators on the stack and measured 4-9 GFLOP/s, and a ratio of bf16 to fp32 that
+// was not the CPU's (1.31 where the CPU's is 0.49), so --bf16 chose otherwise than in Release.
 // cpu_info() reads /proc/cpuinfo: model name, family, model, and the flags that matter here.
 #pragma once
 #include <immintrin.h>
@@ -58,22 +62,24 @@ inline CpuInfo cpu_info() {
 }
 
 // One thread's chain: `iters` rounds of 12 FMAs; returns a value that depends on every result.
-__attribute__((target("avx2,fma"))) inline float fma_chain_ymm(int64_t iters) {
+__attribute__((target("avx2,fma"), no_sanitize("address", "undefined", "thread"))) inline float fma_chain_ymm(int64_t iters) {
   __m256 a[12];
   for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(1.0f + 1e-3f * i);
   const __m256 b = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
   for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], b, c);
   __m256 s = a[0];
   for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
   return _mm256_cvtss_f32(s);
 }
 
-__attribute__((target("avx512f"))) inline float fma_chain_zmm(int64_t iters) {
+__attribute__((target("avx512f"), no_sanitize("address", "undefined", "thread"))) inline float fma_chain_zmm(int64_t iters) {
   __m512 a[12];
   for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(1.0f + 1e-3f * i);
   const __m512 b = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
   for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], b, c);
   __m512 s = a[0];
   for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, a[i]);
@@ -82,12 +88,13 @@ __attribute__((target("avx512f"))) inline float fma_chain_zmm(int64_t iters) {
   return lanes[0] + lanes[15];  // (_mm512_reduce_add_ps warns under GCC 12's -Wuninitialized)
 }
 
-__attribute__((target("avx512f,avx512bf16"))) inline float dpbf16_chain_zmm(int64_t iters) {
+__attribute__((target("avx512f,avx512bf16"), no_sanitize("address", "undefined", "thread"))) inline float dpbf16_chain_zmm(int64_t iters) {
   __m512 a[12];
   for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(1e-3f * i);
   const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
   const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(-1e-3f), _mm512_set1_ps(1e-3f));
   for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) a[i] = _mm512_dpbf16_ps(a[i], x, y);
   __m512 s = a[0];
   for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, a[i]);
