@@ -10,8 +10,15 @@
 // medium models' training shapes (B·T = 1024 and 4096): GFLOP/s of both and ratio = oneDNN time /
 // the route's time (the per-shape evidence behind the default route of CPUs without AVX-512).
 //   build/bench/bench_gemm --benchmark_filter='library_vs_onednn/.*threads:2'
+// And sgemm_vs_matmul/<product>: the same plain products on oneDNN's two routes, dnnl_sgemm (what
+// ops::gemm() runs them on) against a matmul primitive created once (brgemm kernels on AVX-512, what
+// a bias, a ReLU or bf16 inputs run on), interleaved: GFLOP/s of both and ratio = sgemm time /
+// matmul time (> 1: the primitive is the faster; the evidence for keeping dnnl_sgemm, issue 18).
+//   build/bench/bench_gemm --benchmark_filter='sgemm_vs_matmul/.*tokens:1024/threads:2'
 #include <benchmark/benchmark.h>
 #include <oneapi/dnnl/dnnl.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <chrono>
 #include <string>
@@ -107,6 +114,58 @@ void bm_library_vs_onednn(benchmark::State& state, stretch::ops::GemmParams p, s
   state.counters["ratio"] = t_dnn / t_lib;
 }
 
+// One plain product C[m, n] (+)= op(A)·op(B) (the shapes of bm_library_vs_onednn) on dnnl_sgemm and
+// on a matmul primitive (beta 1 as a sum post-op), alternating which runs first.
+void bm_sgemm_vs_matmul(benchmark::State& state, stretch::ops::GemmParams p, int threads) {
+  using stretch::ops::Trans;
+  using dt = dnnl::memory::data_type;
+  stretch::set_num_threads(threads);
+  const bool ta = p.trans_a == Trans::Yes, tb = p.trans_b == Trans::Yes;
+  const int64_t lda = ta ? p.m : p.k, ldb = tb ? p.k : p.n;
+  auto a = rand_vec(p.m * p.k, 1), b = rand_vec(p.k * p.n, 2);
+  std::vector<float> c(p.m * p.n, 0.f), c2(p.m * p.n, 0.f);
+  const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream st(eng);
+  using dims = dnnl::memory::dims;
+  const dnnl::memory::desc a_md({p.m, p.k}, dt::f32, ta ? dims{1, lda} : dims{lda, 1});
+  const dnnl::memory::desc b_md({p.k, p.n}, dt::f32, tb ? dims{1, ldb} : dims{ldb, 1});
+  const dnnl::memory::desc c_md({p.m, p.n}, dt::f32, dims{p.n, 1});
+  dnnl::primitive_attr attr;
+  if (p.beta != 0.f) {
+    dnnl::post_ops po;
+    po.append_sum(p.beta);
+    attr.set_post_ops(po);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
+  const dnnl::matmul mm(pd);
+  dnnl::memory am(a_md, eng, a.data()), bm(b_md, eng, b.data()), cm(c_md, eng, c2.data());
+  double t_sgemm = 0, t_mm = 0;
+  int64_t it = 0;
+  for (auto _ : state) {
+    for (int half = 0; half < 2; ++half) {
+      const bool do_sgemm = (half == 0) == (it % 2 == 0);
+      const auto t0 = Clock::now();
+      if (do_sgemm) {
+        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), ldb, p.beta, c.data(),
+                   p.n);
+      } else {
+        mm.execute(st, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+        st.wait();
+      }
+      (do_sgemm ? t_sgemm : t_mm) += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    benchmark::DoNotOptimize(c.data());
+    benchmark::DoNotOptimize(c2.data());
+    ++it;
+    state.SetIterationTime(t_sgemm / it);
+  }
+  const double flops = 2.0 * p.m * p.n * p.k * it;
+  state.counters["sgemm_GFLOPs"] = flops / t_sgemm * 1e-9;
+  state.counters["matmul_GFLOPs"] = flops / t_mm * 1e-9;
+  state.counters["ratio"] = t_sgemm / t_mm;
+  state.SetLabel(pd.impl_info_str());
+}
+
 void register_libraries() {
   using stretch::ops::GemmLibrary;
   using stretch::ops::GemmParams;
@@ -141,6 +200,11 @@ void register_libraries() {
               bm_library_vs_onednn(st, p, lib, threads);
             })->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
           }
+          const std::string name = std::string("sgemm_vs_matmul/") + l.name + "_" + what +
+                                   "/tokens:" + std::to_string(tokens) + "/threads:" + std::to_string(threads);
+          benchmark::RegisterBenchmark(name.c_str(), [p, threads](benchmark::State& st) {
+            bm_sgemm_vs_matmul(st, p, threads);
+          })->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
         }
 }
 
