@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/rng.h"
@@ -41,6 +42,26 @@ std::vector<float> rand_vec(int64_t n, uint64_t seed) {
   return v;
 }
 
+// Runs `first` and `second` once per iteration each, alternating which goes first so that machine
+// noise hits both alike; reports first's time as the iteration time. Returns both total times.
+template <class F, class G>
+std::pair<double, double> time_alternating(benchmark::State& state, const F& first, const G& second) {
+  double t[2] = {0, 0};
+  int64_t it = 0;
+  for (auto _ : state) {
+    for (int half = 0; half < 2; ++half) {
+      const int which = (half == 0) == (it % 2 == 0) ? 0 : 1;
+      const auto t0 = Clock::now();
+      if (which == 0) first();
+      else second();
+      t[which] += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    ++it;
+    state.SetIterationTime(t[0] / static_cast<double>(it));
+  }
+  return {t[0], t[1]};
+}
+
 void raw_three_gemms(const LinearDims& d, const float* x, const float* w, const float* dy, float* y, float* dx,
                      float* dw) {
   const int64_t N = d.n, I = d.in_features, O = d.out_features;
@@ -54,27 +75,19 @@ void bm_linear_vs_sgemm(benchmark::State& state, LinearDims d, bool bias, int th
   const int64_t N = d.n, I = d.in_features, O = d.out_features;
   auto x = rand_vec(N * I, 1), w = rand_vec(O * I, 2), b = rand_vec(O, 3), dy = rand_vec(N * O, 4);
   std::vector<float> y(N * O), dx(N * I, 0.f), dw(O * I, 0.f), db(O, 0.f), ry(N * O), rdx(N * I, 0.f), rdw(O * I, 0.f);
-  double t_stretch = 0, t_raw = 0;
-  int64_t it = 0;
-  for (auto _ : state) {
-    for (int half = 0; half < 2; ++half) {
-      const bool do_stretch = (half == 0) == (it % 2 == 0);  // alternate which goes first
-      const auto t0 = Clock::now();
-      if (do_stretch) {
+  const auto [t_stretch, t_raw] = time_alternating(
+      state,
+      [&] {
         stretch::ops::linear_forward(y.data(), x.data(), w.data(), bias ? b.data() : nullptr, d);
         stretch::ops::linear_backward(dx.data(), dw.data(), bias ? db.data() : nullptr, dy.data(), x.data(), w.data(),
                                       d);
-      } else {
+        benchmark::DoNotOptimize(y.data());
+      },
+      [&] {
         raw_three_gemms(d, x.data(), w.data(), dy.data(), ry.data(), rdx.data(), rdw.data());
-      }
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      (do_stretch ? t_stretch : t_raw) += s;
-    }
-    benchmark::DoNotOptimize(y.data());
-    benchmark::DoNotOptimize(ry.data());
-    ++it;
-    state.SetIterationTime(t_stretch / it);
-  }
+        benchmark::DoNotOptimize(ry.data());
+      });
+  const auto it = static_cast<double>(state.iterations());
   const double flops = 6.0 * N * I * O * it;
   state.counters["stretch_GFLOPs"] = flops / t_stretch * 1e-9;
   state.counters["sgemm_GFLOPs"] = flops / t_raw * 1e-9;
@@ -93,21 +106,13 @@ void bm_library_vs_onednn(benchmark::State& state, stretch::ops::GemmParams p, s
   const int64_t b_rows = p.trans_b == Trans::Yes ? p.n : p.k, b_cols = p.trans_b == Trans::Yes ? p.k : p.n;
   auto a = rand_vec(a_rows * a_cols, 1), b = rand_vec(b_rows * b_cols, 2);
   std::vector<float> c(p.m * p.n, 0.f);
-  double t_lib = 0, t_dnn = 0;
-  int64_t it = 0;
-  for (auto _ : state) {
-    for (int half = 0; half < 2; ++half) {
-      const bool do_lib = (half == 0) == (it % 2 == 0);
-      stretch::ops::set_gemm_library(do_lib ? lib : GemmLibrary::OneDnn);
-      const auto t0 = Clock::now();
-      stretch::ops::gemm(p, a.data(), b.data(), c.data());
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      (do_lib ? t_lib : t_dnn) += s;
-    }
+  auto run = [&](GemmLibrary l) {
+    stretch::ops::set_gemm_library(l);
+    stretch::ops::gemm(p, a.data(), b.data(), c.data());
     benchmark::DoNotOptimize(c.data());
-    ++it;
-    state.SetIterationTime(t_lib / it);
-  }
+  };
+  const auto [t_lib, t_dnn] = time_alternating(state, [&] { run(lib); }, [&] { run(GemmLibrary::OneDnn); });
+  const auto it = static_cast<double>(state.iterations());
   const double flops = 2.0 * p.m * p.n * p.k * it;
   state.counters["GFLOPs"] = flops / t_lib * 1e-9;
   state.counters["onednn_GFLOPs"] = flops / t_dnn * 1e-9;
@@ -139,26 +144,19 @@ void bm_sgemm_vs_matmul(benchmark::State& state, stretch::ops::GemmParams p, int
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
   const dnnl::matmul mm(pd);
   dnnl::memory am(a_md, eng, a.data()), bm(b_md, eng, b.data()), cm(c_md, eng, c2.data());
-  double t_sgemm = 0, t_mm = 0;
-  int64_t it = 0;
-  for (auto _ : state) {
-    for (int half = 0; half < 2; ++half) {
-      const bool do_sgemm = (half == 0) == (it % 2 == 0);
-      const auto t0 = Clock::now();
-      if (do_sgemm) {
+  const auto [t_sgemm, t_mm] = time_alternating(
+      state,
+      [&] {
         dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), ldb, p.beta, c.data(),
                    p.n);
-      } else {
+        benchmark::DoNotOptimize(c.data());
+      },
+      [&] {
         mm.execute(st, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
         st.wait();
-      }
-      (do_sgemm ? t_sgemm : t_mm) += std::chrono::duration<double>(Clock::now() - t0).count();
-    }
-    benchmark::DoNotOptimize(c.data());
-    benchmark::DoNotOptimize(c2.data());
-    ++it;
-    state.SetIterationTime(t_sgemm / it);
-  }
+        benchmark::DoNotOptimize(c2.data());
+      });
+  const auto it = static_cast<double>(state.iterations());
   const double flops = 2.0 * p.m * p.n * p.k * it;
   state.counters["sgemm_GFLOPs"] = flops / t_sgemm * 1e-9;
   state.counters["matmul_GFLOPs"] = flops / t_mm * 1e-9;

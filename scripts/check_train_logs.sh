@@ -7,6 +7,8 @@
 # schedule; skipped, and said so, on a CPU without bf16 matmul) — and one md5 per run of every loss, gnorm and
 # valid_loss. Identical columns for REF and NEW mean the same numbers.
 #   bash scripts/check_train_logs.sh REF_STRETCH NEW_STRETCH
+#   EXTRA='--bf16' bash scripts/check_train_logs.sh REF NEW   the eight runs with these flags added
+#     (e.g. every run under --bf16, for a change to the bf16 paths)
 #   TOL=1e-4 bash scripts/check_train_logs.sh REF NEW   for a change that moves the last bits (a
 #     different exp, a different summation order): per run, the largest relative difference of
 #     any logged loss / gnorm / valid_loss, and a pass when every run stays within TOL.
@@ -38,15 +40,15 @@ mem=(--task truncated_bptt_lm --arch transformer_lm --pos alibi --decoder-layers
 printf "%-12s %-10s %-10s %s\n" run ref new same
 for side in ref new; do
   s="$1"; [ "$side" = new ] && s="$2"
-  "$s" train data-bin/enwik8 "${xl[@]}" "${log[@]}" > "$work/$side.xl" 2>&1
-  "$s" train data-bin/enwik8 "${xl[@]}" --clamp-len 100 --same-length "${log[@]}" > "$work/$side.xl_clamp" 2>&1
-  "$s" train data-bin/ptb "${lm[@]}" "${log[@]}" > "$work/$side.lm_pre" 2>&1
-  "$s" train data-bin/ptb "${lm[@]}" --post-norm "${log[@]}" > "$work/$side.lm_post" 2>&1
-  "$s" train data-bin/enwik8 "${mem[@]}" --post-norm "${log[@]}" > "$work/$side.mem_post" 2>&1
-  "$s" train data-bin/enwik8 "${mem[@]}" "${log[@]}" > "$work/$side.mem_pre" 2>&1
-  "$s" train data-bin/ptb "${h1[@]}" "${log[@]}" > "$work/$side.h1" 2>&1
+  "$s" train data-bin/enwik8 "${xl[@]}" "${log[@]}" ${EXTRA:-} > "$work/$side.xl" 2>&1
+  "$s" train data-bin/enwik8 "${xl[@]}" --clamp-len 100 --same-length "${log[@]}" ${EXTRA:-} > "$work/$side.xl_clamp" 2>&1
+  "$s" train data-bin/ptb "${lm[@]}" "${log[@]}" ${EXTRA:-} > "$work/$side.lm_pre" 2>&1
+  "$s" train data-bin/ptb "${lm[@]}" --post-norm "${log[@]}" ${EXTRA:-} > "$work/$side.lm_post" 2>&1
+  "$s" train data-bin/enwik8 "${mem[@]}" --post-norm "${log[@]}" ${EXTRA:-} > "$work/$side.mem_post" 2>&1
+  "$s" train data-bin/enwik8 "${mem[@]}" "${log[@]}" ${EXTRA:-} > "$work/$side.mem_pre" 2>&1
+  "$s" train data-bin/ptb "${h1[@]}" "${log[@]}" ${EXTRA:-} > "$work/$side.h1" 2>&1
   # A CPU without bf16 matmul (e.g. AVX2-only Zen 3) refuses --bf16 at startup: that run is skipped below.
-  "$s" train data-bin/ptb "${h1[@]}" --bf16 "${log[@]}" > "$work/$side.h1_bf16" 2>&1 || true
+  "$s" train data-bin/ptb "${h1[@]}" --bf16 "${log[@]}" ${EXTRA:-} > "$work/$side.h1_bf16" 2>&1 || true
 done
 values() { grep -oE '"(loss|gnorm|valid_loss)": "?[0-9.e-]+' "$1"; }
 digest() { values "$1" | md5sum | cut -c1-8; }

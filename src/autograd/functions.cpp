@@ -33,6 +33,22 @@ void store_grad(const Var& x, Store store) {
 
 namespace {
 
+// Under Bf16Products::Fp32Fma: fp32 copies of the bf16 values of x [N, I] and of w's rows
+// [offset / I, + O) (ops::round_to_bf16_values), the operands of linear's plain fp32 products.
+struct Bf16Values {
+  Tensor x, w;
+  ops::LinearBf16 pre() const {
+    if (!x.defined()) return {};
+    return {.inp_values = x.f32(), .weight_values = w.f32()};
+  }
+};
+Bf16Values bf16_values(const Var& x, const Var& w, int64_t offset, const ops::LinearDims& d) {
+  Bf16Values v{Tensor::empty({d.n, d.in_features}), Tensor::empty({d.out_features, d.in_features})};
+  ops::round_to_bf16_values(v.x.f32(), x.data(), d.n, d.in_features);
+  ops::round_to_bf16_values(v.w.f32(), w.data() + offset, d.out_features, d.in_features);
+  return v;
+}
+
 // linear and linear_rows: w's (and b's) output rows [first, first + count) are the layer's weight;
 // `detached` rows at the start of each batch of x [B, R, I] get no input gradient.
 Var linear_of_rows(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue epi, int64_t first, int64_t count,
@@ -50,29 +66,31 @@ Var linear_of_rows(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue
   const int64_t offset = first * in;  // the rows' first weight (and weight-gradient) element
   Var y(Tensor::empty(with_last(x.shape(), count)));
   const bool grad = needs_grad({&x, &w, &b});
-  // bf16 training: round the input and the weight once for the three GEMMs (forward, dinp, dW):
-  // packed bf16, or under Fp32Fma fp32 copies of the bf16 values (the products then run as fp32).
+  // bf16 training: the bf16 values of the input and the weight, made once for the GEMMs that read them.
+  // Native products: packed bf16 copies, made here and kept for backward's two GEMMs. Fp32Fma: fp32
+  // copies of the values, made here for the forward and made again in backward (bf16_values) rather
+  // than kept: kept, a full fp32 copy of every linear input made `--bf16` hold 1.4-1.6x fp32 training's
+  // memory; made again, it costs one rounding pass per operand, small next to the products.
   Tensor x16, w16;
   ops::LinearBf16 pre;
-  if (grad && ops::matmul_precision() == ops::GemmPrecision::Bf16 && d.n > 0 && in > 0 && count > 0) {
-    if (ops::bf16_products() == ops::Bf16Products::Fp32Fma) {
-      x16 = Tensor::empty({d.n, in});
-      w16 = Tensor::empty({count, in});
-      ops::round_to_bf16_values(x16.f32(), x.data(), d.n, in);
-      ops::round_to_bf16_values(w16.f32(), w.data() + offset, count, in);
-      pre = {.inp_values = x16.f32(), .weight_values = w16.f32()};
-    } else {
-      x16 = Tensor::empty({d.n, in}, DType::BF16);
-      w16 = Tensor::empty({count, in}, DType::BF16);
-      ops::round_to_bf16(reinterpret_cast<uint16_t*>(x16.bf()), x.data(), d.n, in);
-      ops::round_to_bf16(reinterpret_cast<uint16_t*>(w16.bf()), w.data() + offset, count, in);
-      pre = {.inp = reinterpret_cast<const uint16_t*>(x16.bf()), .weight = reinterpret_cast<const uint16_t*>(w16.bf())};
-    }
+  const bool bf16 = grad && ops::matmul_precision() == ops::GemmPrecision::Bf16 && d.n > 0 && in > 0 && count > 0;
+  const bool fma_values = bf16 && ops::bf16_products() == ops::Bf16Products::Fp32Fma;
+  Bf16Values fwd_values;
+  if (fma_values) {
+    fwd_values = bf16_values(x, w, offset, d);
+    pre = fwd_values.pre();
+  } else if (bf16) {
+    x16 = Tensor::empty({d.n, in}, DType::BF16);
+    w16 = Tensor::empty({count, in}, DType::BF16);
+    ops::round_to_bf16(reinterpret_cast<uint16_t*>(x16.bf()), x.data(), d.n, in);
+    ops::round_to_bf16(reinterpret_cast<uint16_t*>(w16.bf()), w.data() + offset, count, in);
+    pre = {.inp = reinterpret_cast<const uint16_t*>(x16.bf()), .weight = reinterpret_cast<const uint16_t*>(w16.bf())};
   }
   ops::linear_forward(y.data(), x.data(), w.data() + offset, b.defined() ? b.data() + first : nullptr, d, epi, pre);
+  if (fma_values) fwd_values = {}, pre = {};  // not kept for backward (above)
   if (grad) {
     y.set_requires_grad(true);
-    tape().push([x, w, b, y, d, epi, x16, w16, pre, offset, first] {
+    tape().push([x, w, b, y, d, epi, x16, w16, pre, fma_values, offset, first] {
       float* dy = y.grad_data();
       // ReLU backward from the output, in place: dy becomes ∂L/∂(pre-activation).
       if (epi == ops::LinearEpilogue::Relu)
@@ -81,9 +99,15 @@ Var linear_of_rows(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue
       float* dx = x.requires_grad() ? x.grad_for(init) : nullptr;
       if (dx && d.skip > 0 && init == ops::GradInit::Overwrite)  // a fresh buffer: the skipped rows read 0
         for (int64_t r0 = 0; r0 < d.n; r0 += d.block) std::fill_n(dx + r0 * d.in_features, d.skip * d.in_features, 0.f);
-      ops::linear_backward(dx, w.requires_grad() ? w.grad_data() + offset : nullptr,
-                           b.defined() && b.requires_grad() ? b.grad_data() + first : nullptr, dy, x.data(),
-                           w.data() + offset, d, init, pre);
+      float* dw = w.requires_grad() ? w.grad_data() + offset : nullptr;
+      // Fp32Fma: the values again, where linear_backward reads them (both products; with one, its
+      // GEMM rounds its own operands, with the same result), and dy rounded in place (y's gradient,
+      // released below: no [N, O] copy).
+      const Bf16Values values = fma_values && dx && dw ? bf16_values(x, w, offset, d) : Bf16Values{};
+      ops::LinearBf16 bpre = pre;
+      if (fma_values) bpre = values.pre(), bpre.dout_in_place = dy;
+      ops::linear_backward(dx, dw, b.defined() && b.requires_grad() ? b.grad_data() + first : nullptr, dy, x.data(),
+                           w.data() + offset, d, init, bpre);
       y.release_grad();
     });
   }

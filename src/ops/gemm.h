@@ -114,7 +114,8 @@ void set_bf16_products(Bf16Products p);
 Bf16Products bf16_products();
 const char* bf16_products_name(Bf16Products p);  // "native" / "fp32"
 // rows × cols floats (leading dimension ld, 0 = cols) -> rows × cols floats holding the bf16
-// values round_to_bf16 gives (nearest even, NaN quieted), widened back to fp32.
+// values round_to_bf16 gives (nearest even, NaN quieted), widened back to fp32. In place
+// (dst == src) where ld = cols.
 void round_to_bf16_values(float* dst, const float* src, int64_t rows, int64_t cols, int64_t ld = 0);
 
 }  // namespace stretch::ops

@@ -27,15 +27,20 @@ enum class LinearEpilogue : uint8_t { None, Relu };
 // (ops::round_to_bf16) made once by the caller and read by forward and backward instead of
 // rounding the operands again for each of the three GEMMs; null members are rounded per GEMM.
 // Backward also rounds dout once for its two GEMMs. Results are identical either way.
-// Under bf16_products() == Fp32Fma the caller keeps fp32 copies of the operands' bf16 values
+// Under bf16_products() == Fp32Fma the caller passes fp32 copies of the operands' bf16 values
 // instead (ops::round_to_bf16_values; inp_values / weight_values), and backward rounds dout once
-// the same way: the three products then run as plain fp32 GEMMs on them, with no widening pass
-// per GEMM. Results are the Fp32Fma ones either way.
+// the same way: the products then run as plain fp32 GEMMs on them, with no widening pass per GEMM.
+// (Autograd's linear makes these copies for its forward and again for its backward rather than
+// keeping them in between: memory as fp32 training's.) Results are the Fp32Fma ones either way.
+// Fp32Fma, with the values: dout_in_place == dout lets backward round dout in place (the caller
+// reads it no more) instead of into a copy: the vocabulary layer's dout is [N, V], and its copy
+// was the peak of a `--bf16` step. dbias sums dout before it is rounded either way.
 struct LinearBf16 {
   const uint16_t* inp = nullptr;
   const uint16_t* weight = nullptr;
   const float* inp_values = nullptr;
   const float* weight_values = nullptr;
+  float* dout_in_place = nullptr;
 };
 
 // out [N, O] = epi(inp [N, I] · weight [O, I]ᵀ + bias [O]) (bias may be null)

@@ -51,12 +51,22 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   // under Fp32Fma with the operands' values at hand, fp32 values whose products run as fp32 GEMMs.
   const bool round_dout = matmul_precision() == GemmPrecision::Bf16 && dinp && dweight && N > 0 && O > 0 && I > 0;
   const bool values = round_dout && pre.inp_values && pre.weight_values;
-  cpu::Scratch dout_buf(round_dout ? (values ? N * O : (N * O + 1) / 2) : 0);
+  const bool in_place = values && pre.dout_in_place == dout;
+  // dbias [O] += Σ_n dout, of dout as given (before any rounding in place).
+  if (dbias && N > 0 && O > 0) {
+    cpu::reduce_rows(dbias, N, O, [&](int64_t n, float* acc) {
+      const float* row = dout + n * O;
+#pragma omp simd
+      for (int64_t o = 0; o < O; ++o) acc[o] += row[o];
+    });
+  }
+  cpu::Scratch dout_buf(round_dout && !in_place ? (values ? N * O : (N * O + 1) / 2) : 0);
   const uint16_t* dout16 = nullptr;
-  const float* dout_a = dout;  // A of both products (dbias sums dout itself)
+  const float* dout_a = dout;  // A of both products
   if (values) {
-    round_to_bf16_values(dout_buf.data(), dout, N, O);
-    dout_a = dout_buf.data();
+    float* rounded = in_place ? pre.dout_in_place : dout_buf.data();
+    round_to_bf16_values(rounded, dout, N, O);
+    dout_a = rounded;
     inp = pre.inp_values;
     weight = pre.weight_values;
   } else if (round_dout) {
@@ -110,13 +120,6 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   } else {
     dinp_products();
     dweight_product();
-  }
-  if (dbias && N > 0 && O > 0) {
-    cpu::reduce_rows(dbias, N, O, [&](int64_t n, float* acc) {
-      const float* row = dout + n * O;
-#pragma omp simd
-      for (int64_t o = 0; o < O; ++o) acc[o] += row[o];
-    });
   }
 }
 
