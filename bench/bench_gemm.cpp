@@ -15,11 +15,14 @@
 // a bias, a ReLU or bf16 inputs run on), interleaved: GFLOP/s of both and ratio = sgemm time /
 // matmul time (> 1: the primitive is the faster; the evidence for keeping dnnl_sgemm, issue 18).
 //   build/bench/bench_gemm --benchmark_filter='sgemm_vs_matmul/.*tokens:1024/threads:2'
+// And round_dout/<N>x<O>: a bf16 backward's rounding of dout into a copy against in its own buffer.
+//   build/bench/bench_gemm --benchmark_filter='round_dout/.*threads:2'
 #include <benchmark/benchmark.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -164,7 +167,43 @@ void bm_sgemm_vs_matmul(benchmark::State& state, stretch::ops::GemmParams p, int
   state.SetLabel(pd.impl_info_str());
 }
 
+// round_dout/<N>x<O>: the bf16 rounding of a linear layer's output gradient dout [N, O] before its two
+// backward products, into a packed copy (ops::round_to_bf16, what linear_backward did until session 29)
+// against in its own buffer (ops::round_to_bf16_in_place), alternating; dout is refilled before each
+// (untimed). Reports both times and ratio = copy time / in-place time (> 1: in place is the faster).
+void bm_round_dout(benchmark::State& state, int64_t n, int64_t o, int threads) {
+  stretch::set_num_threads(threads);
+  const std::vector<float> src = rand_vec(n * o, 7);
+  std::vector<float> buf(src.size());
+  std::vector<uint16_t> copy(src.size());
+  double t[2] = {0, 0};
+  int64_t it = 0;
+  for (auto _ : state) {
+    for (int half = 0; half < 2; ++half) {
+      const int which = (half == 0) == (it % 2 == 0) ? 0 : 1;
+      std::copy(src.begin(), src.end(), buf.begin());
+      const auto t0 = Clock::now();
+      if (which == 0) stretch::ops::round_to_bf16(copy.data(), buf.data(), n, o);
+      else benchmark::DoNotOptimize(stretch::ops::round_to_bf16_in_place(buf.data(), n, o));
+      t[which] += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    ++it;
+    state.SetIterationTime(t[1] / static_cast<double>(it));
+  }
+  state.counters["copy_ms"] = t[0] / static_cast<double>(it) * 1e3;
+  state.counters["in_place_ms"] = t[1] / static_cast<double>(it) * 1e3;
+  state.counters["ratio"] = t[0] / t[1];
+}
+
 void register_libraries() {
+  for (int threads : {1, 2})
+    for (const auto& [n, o] : {std::pair<int64_t, int64_t>{1024, 256}, {1024, 10008}, {4096, 1024}, {4096, 10008}}) {
+      const std::string name = "round_dout/" + std::to_string(n) + "x" + std::to_string(o) +
+                               "/threads:" + std::to_string(threads);
+      benchmark::RegisterBenchmark(name.c_str(), [n, o, threads](benchmark::State& st) {
+        bm_round_dout(st, n, o, threads);
+      })->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+    }
   using stretch::ops::GemmLibrary;
   using stretch::ops::GemmParams;
   using stretch::ops::Trans;

@@ -101,11 +101,12 @@ Var linear_of_rows(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue
         for (int64_t r0 = 0; r0 < d.n; r0 += d.block) std::fill_n(dx + r0 * d.in_features, d.skip * d.in_features, 0.f);
       float* dw = w.requires_grad() ? w.grad_data() + offset : nullptr;
       // Fp32Fma: the values again, where linear_backward reads them (both products; with one, its
-      // GEMM rounds its own operands, with the same result), and dy rounded in place (y's gradient,
-      // released below: no [N, O] copy).
+      // GEMM rounds its own operands, with the same result). Both ways dy is rounded in place (y's
+      // gradient, released below: no [N, O] copy; for the output layer that copy was [N, V]).
       const Bf16Values values = fma_values && dx && dw ? bf16_values(x, w, offset, d) : Bf16Values{};
       ops::LinearBf16 bpre = pre;
-      if (fma_values) bpre = values.pre(), bpre.dout_in_place = dy;
+      if (fma_values) bpre = values.pre();
+      bpre.dout_in_place = dy;
       ops::linear_backward(dx, dw, b.defined() && b.requires_grad() ? b.grad_data() + first : nullptr, dy, x.data(),
                            w.data() + offset, d, init, bpre);
       y.release_grad();

@@ -38,6 +38,14 @@ struct GemmParams {
 // rows × cols floats (leading dimension ld, 0 = cols) -> packed bf16 [rows, cols], rounded to
 // nearest even (tensor/dtype.h's float_to_bf16, vectorised): what gemm does to A and B under Bf16.
 void round_to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld = 0);
+// The same rounding of a packed rows × cols float matrix into the first half of its own buffer:
+// afterwards `data` holds the packed bf16 [rows, cols] that round_to_bf16 would have written to a
+// copy (and no longer its floats). Row r's bf16 values land at bytes [2·r·cols, ...), where rows
+// r / 2 and (r + 1) / 2 kept their floats: row 0 is rounded over itself a 16-lane block at a time,
+// then rows [2^k, 2^(k+1)) in parallel, k = 0, 1, ...: a round writes only where the earlier rounds'
+// floats were and reads only floats no round has written over (a plain in-order pass would do the
+// same on one thread). Returns data as the bf16 matrix.
+const uint16_t* round_to_bf16_in_place(float* data, int64_t rows, int64_t cols);
 
 // Fast path (oneDNN, multi-threaded over the OpenMP pool).
 void gemm(const GemmParams& p, const float* a, const float* b, float* c);

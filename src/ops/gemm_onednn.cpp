@@ -47,6 +47,34 @@ void round_to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, 
   }
 }
 
+const uint16_t* round_to_bf16_in_place(float* data, int64_t rows, int64_t cols) {
+  uint16_t* out = reinterpret_cast<uint16_t*>(data);
+  if (rows <= 0 || cols <= 0) return out;
+  // Row 0 over itself: element c goes to bytes [2c, 2c + 2), element c / 2's, already read (each block
+  // of lanes is loaded whole before any of it is stored; later blocks store only behind it).
+  constexpr int64_t kLanes = 16;
+  const uint32_t* first = reinterpret_cast<const uint32_t*>(data);
+  for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+    const int64_t n = std::min(kLanes, cols - c0);
+    uint32_t block[kLanes];
+    std::memcpy(block, first + c0, static_cast<size_t>(n) * sizeof(uint32_t));
+    for (int64_t i = 0; i < n; ++i) out[c0 + i] = static_cast<uint16_t>(bf16_bits(block[i]));
+  }
+  // Rows [lo, hi) = [2^k, 2^(k+1)): floats at bytes [4·lo·cols, 4·hi·cols), bf16 to [2·lo·cols, 2·hi·cols)
+  // = the floats of rows [lo / 2, hi / 2), all rounded by earlier rounds.
+  for (int64_t lo = 1; lo < rows; lo *= 2) {
+    const int64_t hi = std::min(2 * lo, rows);
+#pragma omp parallel for schedule(static) if ((hi - lo) * cols > cpu::kParallelThreshold)
+    for (int64_t r = lo; r < hi; ++r) {
+      const uint32_t* s = reinterpret_cast<const uint32_t*>(data + r * cols);
+      uint16_t* d = out + r * cols;
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) d[c] = static_cast<uint16_t>(bf16_bits(s[c]));
+    }
+  }
+  return out;
+}
+
 void round_to_bf16_values(float* dst, const float* src, int64_t rows, int64_t cols, int64_t ld) {
   if (ld <= 0) ld = cols;
 #pragma omp parallel for schedule(static) if (rows * cols > cpu::kParallelThreshold)

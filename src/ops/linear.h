@@ -32,9 +32,10 @@ enum class LinearEpilogue : uint8_t { None, Relu };
 // the same way: the products then run as plain fp32 GEMMs on them, with no widening pass per GEMM.
 // (Autograd's linear makes these copies for its forward and again for its backward rather than
 // keeping them in between: memory as fp32 training's.) Results are the Fp32Fma ones either way.
-// Fp32Fma, with the values: dout_in_place == dout lets backward round dout in place (the caller
-// reads it no more) instead of into a copy: the vocabulary layer's dout is [N, V], and its copy
-// was the peak of a `--bf16` step. dbias sums dout before it is rounded either way.
+// dout_in_place == dout lets backward round dout in its own buffer (the caller reads it no more)
+// instead of into a copy: Fp32Fma's values in place, native's packed bf16 numbers in the first half
+// of dout's buffer (ops::round_to_bf16_in_place). The vocabulary layer's dout is [N, V], and its copy was
+// the peak of a `--bf16` step. dbias sums dout before it is rounded either way.
 struct LinearBf16 {
   const uint16_t* inp = nullptr;
   const uint16_t* weight = nullptr;

@@ -49,9 +49,11 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   const int64_t N = d.n, I = d.in_features, O = d.out_features;
   // bf16: dout [N, O] rounded once for both GEMMs (it is A, as stored, in each): packed bf16, or
   // under Fp32Fma with the operands' values at hand, fp32 values whose products run as fp32 GEMMs.
+  // With pre.dout_in_place == dout, in dout's own buffer (no [N, O] copy): the values in place, or the
+  // packed bf16 numbers in its first half (round_to_bf16_in_place).
   const bool round_dout = matmul_precision() == GemmPrecision::Bf16 && dinp && dweight && N > 0 && O > 0 && I > 0;
   const bool values = round_dout && pre.inp_values && pre.weight_values;
-  const bool in_place = values && pre.dout_in_place == dout;
+  const bool in_place = round_dout && pre.dout_in_place != nullptr && pre.dout_in_place == dout;
   // dbias [O] += Σ_n dout, of dout as given (before any rounding in place).
   if (dbias && N > 0 && O > 0) {
     cpu::reduce_rows(dbias, N, O, [&](int64_t n, float* acc) {
@@ -69,6 +71,8 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
     dout_a = rounded;
     inp = pre.inp_values;
     weight = pre.weight_values;
+  } else if (round_dout && in_place) {
+    dout16 = round_to_bf16_in_place(pre.dout_in_place, N, O);
   } else if (round_dout) {
     round_to_bf16(reinterpret_cast<uint16_t*>(dout_buf.data()), dout, N, O);
     dout16 = reinterpret_cast<const uint16_t*>(dout_buf.data());

@@ -158,6 +158,18 @@ TEST(FusedFunctions, CrossEntropyInPlaceGradientMatchesKeep) {
   expect_same(logits2.value(), logits3.value(), "Keep leaves the logits");
 }
 
+// Restores fp32 products, native bf16 products and an empty tape when a bf16 test ends.
+struct PrecisionGuard {
+  PrecisionGuard() = default;
+  PrecisionGuard(const PrecisionGuard&) = delete;
+  PrecisionGuard& operator=(const PrecisionGuard&) = delete;
+  ~PrecisionGuard() {
+    ops::set_matmul_precision(ops::GemmPrecision::Fp32);
+    ops::set_bf16_products(ops::Bf16Products::Native);
+    tape().clear();
+  }
+};
+
 // bf16 training: autograd's linear rounds its input and weight once for the three GEMMs and
 // backward rounds dout once for two. The result must be bitwise the ops-level linear that rounds
 // every operand per GEMM (same rounding of the same values), for y, dx, dW and db, with and
@@ -187,12 +199,7 @@ void expect_bf16_linear_rounds_once() {
 }
 
 TEST(FusedFunctions, Bf16LinearRoundsOnceWithTheSameResult) {
-  struct PrecisionGuard {
-    ~PrecisionGuard() {
-      ops::set_matmul_precision(ops::GemmPrecision::Fp32);
-      ops::set_bf16_products(ops::Bf16Products::Native);
-    }
-  } guard;
+  const PrecisionGuard guard;
   ops::set_matmul_precision(ops::GemmPrecision::Bf16);
   {
     SCOPED_TRACE("fp32 FMAs on bf16 values");
@@ -217,13 +224,7 @@ TEST(FusedFunctions, Bf16LinearRoundsOnceWithTheSameResult) {
 // copies, 2·(N·I + O·I) bytes more. Then the backward of each: the same gradients as when the
 // copies were kept (Bf16LinearRoundsOnceWithTheSameResult checks the values).
 TEST(FusedFunctions, Fp32FmaLinearKeepsNoCopiesForBackward) {
-  struct PrecisionGuard {
-    ~PrecisionGuard() {
-      ops::set_matmul_precision(ops::GemmPrecision::Fp32);
-      ops::set_bf16_products(ops::Bf16Products::Native);
-      tape().clear();
-    }
-  } guard;
+  const PrecisionGuard guard;
   const int64_t N = 512, I = 256, O = 128;  // sizes whose buffers no smaller pool class serves
   auto kept_bytes = [&](ops::GemmPrecision precision, ops::Bf16Products products) {
     ops::set_matmul_precision(precision);
@@ -246,6 +247,40 @@ TEST(FusedFunctions, Fp32FmaLinearKeepsNoCopiesForBackward) {
     EXPECT_GE(kept_bytes(ops::GemmPrecision::Bf16, ops::Bf16Products::Native), fp32 + 2 * (N * I + O * I))
         << "the native path keeps its packed copies (the check sees what is kept)";
   }
+}
+
+// Memory of the backward: the output gradient dy [N, O] is rounded in its own buffer under bf16,
+// not into a copy (for the vocabulary layer an [N, V] one, the peak of a `--bf16` step). The pool's
+// peak during backward, above what was in use before it, is fp32's (the gradients dx, dw, db) under
+// native bf16, and fp32's plus the fp32 copies of x's and w's values under Fp32Fma (made again in
+// backward: FusedFunctions.Fp32FmaLinearKeepsNoCopiesForBackward). A copy of dy would add 2·N·O bytes
+// (packed bf16) or 4·N·O (values), more than either.
+TEST(FusedFunctions, Bf16LinearBackwardRoundsDoutInItsOwnBuffer) {
+  const PrecisionGuard guard;
+  const int64_t N = 512, I = 64, O = 1024;
+  auto backward_bytes = [&](ops::GemmPrecision precision, ops::Bf16Products products) {
+    ops::set_matmul_precision(precision);
+    ops::set_bf16_products(products);
+    Var x = random_var({N, I}, 91), w = random_var({O, I}, 92), b = random_var({O}, 93);
+    tape().clear();
+    Var y = linear(x, w, b);
+    const float g = 0.5f + 1.f / 4096;  // not a bf16 number (it rounds to 0.5); sums exactly
+    std::fill_n(y.grad().f32(), N * O, g);
+    const uint64_t before = pool_stats().bytes_in_use;
+    pool_reset_peak();
+    tape().backward(Var(Tensor::full({1}, 0.f), true));
+    const uint64_t extra = pool_stats().peak_bytes_in_use - before;
+    EXPECT_EQ(w.grad().f32()[0], w.grad().f32()[0]) << "not NaN";
+    EXPECT_NE(w.grad().f32()[0], 0.f);
+    EXPECT_EQ(b.grad().f32()[0], 256.125f) << "dbias sums dy before it is rounded (N · g)";
+    tape().clear();
+    return extra;
+  };
+  const uint64_t fp32 = backward_bytes(ops::GemmPrecision::Fp32, ops::Bf16Products::Native);
+  EXPECT_GE(fp32, uint64_t{4 * (N * I + O * I)}) << "dx and dw";
+  EXPECT_LT(fp32, uint64_t{4 * (N * I + O * I) + 2 * N * O});
+  EXPECT_EQ(backward_bytes(ops::GemmPrecision::Bf16, ops::Bf16Products::Fp32Fma), fp32 + 4 * (N * I + O * I));
+  if (ops::bf16_matmul_supported()) EXPECT_EQ(backward_bytes(ops::GemmPrecision::Bf16, ops::Bf16Products::Native), fp32);
 }
 
 // Transformer-XL's q and kv projections: two linear_rows over one weight's rows [0, 4) and [4, 9)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "bf16_support.h"
@@ -95,8 +96,9 @@ TEST(Gemm, Bf16DiffersFromFp32ByBf16Rounding) {
 }
 
 // round_to_bf16 is tensor/dtype.h's float_to_bf16 element by element (ties to even, NaN stays
-// NaN), with a leading dimension; and a GEMM given pre-rounded operands (a16/b16) gives bitwise
-// the result of the GEMM that rounds them itself, for every transpose combination, with the
+// NaN), with a leading dimension, and so is round_to_bf16_in_place; and a GEMM given pre-rounded
+// operands (a16/b16, A also rounded in place) gives bitwise the result of the GEMM that
+// rounds them itself, for every transpose combination, with the
 // products run as fp32 FMAs on the bf16 values (Bf16Products::Fp32Fma, on every CPU) and natively
 // (where oneDNN has bf16 matmul).
 TEST(Gemm, PreRoundedBf16OperandsGiveTheSameResult) {
@@ -120,14 +122,30 @@ TEST(Gemm, PreRoundedBf16OperandsGiveTheSameResult) {
         }
       }
   }
+  // In place: the packed bf16 numbers round_to_bf16 writes to a copy, in the first half of the
+  // floats' own buffer, for widths around the 16-lane blocks, row counts around the doubling rounds
+  // and sizes above the threading threshold.
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {1, 40}, {2, 16}, {3, 15}, {5, 17}, {8, 33},
+                                   {9, 7}, {700, 1000}, {1025, 333}, {3, 100003}}) {
+    std::vector<float> src(rows * cols);
+    for (auto& x : src) x = rng.uniform(-3, 3);
+    src[0] = 1.0f + 1.0f / 256;
+    if (src.size() > 2) src[2] = std::nanf("");
+    std::vector<uint16_t> packed(src.size());
+    round_to_bf16(packed.data(), src.data(), rows, cols);
+    std::vector<float> data = src;
+    const uint16_t* got = round_to_bf16_in_place(data.data(), rows, cols);
+    ASSERT_EQ(static_cast<const void*>(got), static_cast<const void*>(data.data()));
+    for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(got[i], packed[i]) << rows << " x " << cols << " at " << i;
+  }
   auto pre_rounded_is_the_same = [&rng] {
     for (Trans ta : {Trans::No, Trans::Yes})
       for (Trans tb : {Trans::No, Trans::Yes}) {
         const int64_t m = 33, n = 20, k = 70;
-        std::vector<float> a(m * k), b(k * n), c1(m * n), c2(m * n);
+        std::vector<float> a(m * k), b(k * n), c1(m * n), c2(m * n), c3(m * n);
         for (auto& x : a) x = rng.uniform(-1, 1);
         for (auto& x : b) x = rng.uniform(-1, 1);
-        for (size_t i = 0; i < c1.size(); ++i) c1[i] = c2[i] = rng.uniform(-1, 1);
+        for (size_t i = 0; i < c1.size(); ++i) c1[i] = c2[i] = c3[i] = rng.uniform(-1, 1);
         // As stored: A is [m, k] or [k, m]; B is [k, n] or [n, k].
         std::vector<uint16_t> a16(m * k), b16(k * n);
         round_to_bf16(a16.data(), a.data(), ta == Trans::Yes ? k : m, ta == Trans::Yes ? m : k);
@@ -141,6 +159,11 @@ TEST(Gemm, PreRoundedBf16OperandsGiveTheSameResult) {
         std::vector<float> junk_a(a.size(), 7.f), junk_b(b.size(), -7.f);
         gemm(p, junk_a.data(), junk_b.data(), c2.data());
         for (size_t i = 0; i < c1.size(); ++i) ASSERT_EQ(c1[i], c2[i]) << i;
+        // A rounded in its own buffer (round_to_bf16_in_place).
+        std::vector<float> a_in_place = a;
+        p.a16 = round_to_bf16_in_place(a_in_place.data(), ta == Trans::Yes ? k : m, ta == Trans::Yes ? m : k);
+        gemm(p, junk_a.data(), junk_b.data(), c3.data());
+        for (size_t i = 0; i < c1.size(); ++i) ASSERT_EQ(c1[i], c3[i]) << "A rounded in place, " << i;
       }
   };
   {
