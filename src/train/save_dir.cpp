@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -103,6 +105,24 @@ SaveDirLock take_lock(const std::string& dir) {
   return lock;
 }
 
+// checkpoint*.pt.tmp.link: what versions before session 29 left when killed while linking a saved
+// checkpoint under another name (no pid in the name; under the lock, never a live run's).
+void remove_legacy_link_temporaries(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> found;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    const std::string tail = ".pt.tmp.link";
+    if (n.rfind("checkpoint", 0) == 0 && n.size() > tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0)
+      found.push_back(it->path());
+  }
+  for (const fs::path& p : found) {
+    std::error_code rm;
+    if (fs::remove(p, rm)) log_info("removed " + p.string() + ", left by a run that was killed while saving");
+    else log_warning("could not remove " + p.string() + " (left by a killed run): " + rm.message());
+  }
+}
+
 }  // namespace
 
 SaveDirLock prepare_save_dir(const std::string& dir) {
@@ -113,7 +133,10 @@ SaveDirLock prepare_save_dir(const std::string& dir) {
     if (name.rfind("checkpoint", 0) != 0) return std::nullopt;
     return pid_after_suffix_marker(name, ".pt.tmp.");
   });
+  remove_legacy_link_temporaries(dir);
   return lock;
 }
+
+std::string checkpoint_temporary(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
 
 }  // namespace stretch::train

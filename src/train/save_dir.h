@@ -9,7 +9,8 @@
 //    pid. The kernel releases a flock when its holder dies, so the lock file of a killed run
 //    is simply taken over (the file itself is left in place: removing a lock file races);
 //  - checkpoint temporaries of dead runs (checkpoint*.pt.tmp.<pid>, left by kill -9 during a
-//    save) are removed; those of a live pid are kept.
+//    save or while a saved checkpoint is linked under its other names) are removed; those of a
+//    live pid are kept.
 // --no-save runs do none of this (the trainer does not call it).
 #pragma once
 #include <string>
@@ -34,5 +35,12 @@ class SaveDirLock {
 
 // Checks, locks and tidies `dir` as described above; errors (exit 1) name the directory.
 SaveDirLock prepare_save_dir(const std::string& dir);
+
+// The name under which this process makes a checkpoint file before renaming it over `path`:
+// `path`.tmp.<pid>, the form prepare_save_dir removes once the pid is dead. (Before session 29 a
+// checkpoint published under a second name, e.g. checkpoint_best.pt, was linked at `path`.tmp.link,
+// without a pid: a kill -9 between the link and the rename left it for good. prepare_save_dir
+// removes such a leftover too: under the lock no live run can be making one.)
+std::string checkpoint_temporary(const std::string& path);
 
 }  // namespace stretch::train

@@ -2,6 +2,7 @@
 #include "train/test_hooks.h"
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +67,14 @@ void before_checkpoint_save(int64_t save_index) {
 
 void after_checkpoint_save() {
   if (write_fault_hook().armed) safetensors_testing::set_write_fault({});
+}
+
+void maybe_die_while_publishing() {
+  static const bool die = [] {
+    const char* env = std::getenv("STRETCH_TEST_DIE_WHILE_PUBLISHING");
+    return env && std::string(env) == "1";
+  }();
+  if (die) ::raise(SIGKILL);
 }
 
 void maybe_stall(int64_t num_updates) {

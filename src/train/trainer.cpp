@@ -169,7 +169,7 @@ void prune(const TrainConfig& c) {
 // Makes `to` a complete copy of the finished checkpoint `from`, atomically: a hard link (or,
 // where the filesystem has none, a copy) at a temporary name, then a rename over `to`.
 void publish_copy(const std::string& from, const std::string& to) {
-  const std::string tmp = to + ".tmp.link";
+  const std::string tmp = checkpoint_temporary(to);  // named for this pid: removed by the next run if killed here
   std::error_code ec;
   fs::remove(tmp, ec);
   fs::create_hard_link(from, tmp, ec);
@@ -177,6 +177,7 @@ void publish_copy(const std::string& from, const std::string& to) {
     ec.clear();
     fs::copy_file(from, tmp, fs::copy_options::overwrite_existing, ec);
   }
+  if (!ec) test_hooks::maybe_die_while_publishing();
   if (!ec) fs::rename(tmp, to, ec);
   if (ec) {
     std::error_code ignore;
