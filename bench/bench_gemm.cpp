@@ -46,14 +46,17 @@ std::vector<float> rand_vec(int64_t n, uint64_t seed) {
 }
 
 // Runs `first` and `second` once per iteration each, alternating which goes first so that machine
-// noise hits both alike; reports first's time as the iteration time. Returns both total times.
-template <class F, class G>
-std::pair<double, double> time_alternating(benchmark::State& state, const F& first, const G& second) {
+// noise hits both alike, with `before_each` (untimed) ahead of every run; reports first's time as the
+// iteration time. Returns both total times.
+template <class F, class G, class S = void (*)()>
+std::pair<double, double> time_alternating(benchmark::State& state, const F& first, const G& second,
+                                           const S& before_each = [] {}) {
   double t[2] = {0, 0};
   int64_t it = 0;
   for (auto _ : state) {
     for (int half = 0; half < 2; ++half) {
       const int which = (half == 0) == (it % 2 == 0) ? 0 : 1;
+      before_each();
       const auto t0 = Clock::now();
       if (which == 0) first();
       else second();
@@ -176,23 +179,14 @@ void bm_round_dout(benchmark::State& state, int64_t n, int64_t o, int threads) {
   const std::vector<float> src = rand_vec(n * o, 7);
   std::vector<float> buf(src.size());
   std::vector<uint16_t> copy(src.size());
-  double t[2] = {0, 0};
-  int64_t it = 0;
-  for (auto _ : state) {
-    for (int half = 0; half < 2; ++half) {
-      const int which = (half == 0) == (it % 2 == 0) ? 0 : 1;
-      std::copy(src.begin(), src.end(), buf.begin());
-      const auto t0 = Clock::now();
-      if (which == 0) stretch::ops::round_to_bf16(copy.data(), buf.data(), n, o);
-      else benchmark::DoNotOptimize(stretch::ops::round_to_bf16_in_place(buf.data(), n, o));
-      t[which] += std::chrono::duration<double>(Clock::now() - t0).count();
-    }
-    ++it;
-    state.SetIterationTime(t[1] / static_cast<double>(it));
-  }
-  state.counters["copy_ms"] = t[0] / static_cast<double>(it) * 1e3;
-  state.counters["in_place_ms"] = t[1] / static_cast<double>(it) * 1e3;
-  state.counters["ratio"] = t[0] / t[1];
+  const auto [t_in_place, t_copy] = time_alternating(
+      state, [&] { benchmark::DoNotOptimize(stretch::ops::round_to_bf16_in_place(buf.data(), n, o)); },
+      [&] { stretch::ops::round_to_bf16(copy.data(), buf.data(), n, o); },
+      [&] { std::copy(src.begin(), src.end(), buf.begin()); });
+  const auto it = static_cast<double>(state.iterations());
+  state.counters["copy_ms"] = t_copy / it * 1e3;
+  state.counters["in_place_ms"] = t_in_place / it * 1e3;
+  state.counters["ratio"] = t_copy / t_in_place;
 }
 
 void register_libraries() {

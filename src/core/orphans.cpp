@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -38,19 +39,19 @@ int remove_dead_orphans(const std::string& dir, const std::function<std::optiona
   for (; it != end; it.increment(ec)) {
     if (ec) break;
     const std::optional<pid_t> pid = pid_of(it->path().filename().string());
-    if (pid && *pid != self && !pid_alive(*pid)) dead.emplace_back(it->path(), *pid);
+    if (pid && (*pid == kNoLiveOwner || (*pid != self && !pid_alive(*pid)))) dead.emplace_back(it->path(), *pid);
   }
   int removed = 0;
   for (const auto& [path, pid] : dead) {
+    const std::string by = pid == kNoLiveOwner ? "a process" : "process " + std::to_string(pid);
     std::error_code rm;
     fs::remove_all(path, rm);
     if (rm) {
-      log_warning("could not remove " + path.string() + " (left by process " + std::to_string(pid) +
-                  ", which is no longer running): " + rm.message());
+      log_warning("could not remove " + path.string() + " (left by " + by + ", which is no longer running): " +
+                  rm.message());
       continue;
     }
-    log_info("removed " + path.string() + ", left by process " + std::to_string(pid) +
-             " (no longer running: it was killed while writing)");
+    log_info("removed " + path.string() + ", left by " + by + " (no longer running: it was killed while writing)");
     ++removed;
   }
   return removed;

@@ -16,8 +16,11 @@ namespace stretch {
 bool pid_alive(pid_t pid);
 
 // Removes (recursively) every entry of `dir` for which `pid_of(file name)` gives the pid of a
-// process that is not alive, logging each; returns how many were removed. An entry that cannot
-// be removed is reported as a warning and kept. A missing `dir` removes nothing.
+// process that is not alive, or kNoLiveOwner, logging each; returns how many were removed. An entry
+// that cannot be removed is reported as a warning and kept. A missing `dir` removes nothing.
+// kNoLiveOwner: a name that no running process can be writing (the caller knows, e.g. under a lock:
+// an older version's temporary that carried no pid).
+inline constexpr pid_t kNoLiveOwner = -1;
 int remove_dead_orphans(const std::string& dir, const std::function<std::optional<pid_t>(const std::string&)>& pid_of);
 
 // The pid in a name ending in "<marker><digits>" (e.g. marker ".tmp." for checkpoint_last.pt.tmp.123).

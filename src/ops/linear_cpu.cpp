@@ -53,7 +53,7 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   // packed bf16 numbers in its first half (round_to_bf16_in_place).
   const bool round_dout = matmul_precision() == GemmPrecision::Bf16 && dinp && dweight && N > 0 && O > 0 && I > 0;
   const bool values = round_dout && pre.inp_values && pre.weight_values;
-  const bool in_place = round_dout && pre.dout_in_place != nullptr && pre.dout_in_place == dout;
+  const bool in_place = round_dout && pre.dout_in_place == dout;
   // dbias [O] += Σ_n dout, of dout as given (before any rounding in place).
   if (dbias && N > 0 && O > 0) {
     cpu::reduce_rows(dbias, N, O, [&](int64_t n, float* acc) {

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
-#include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -105,35 +104,19 @@ SaveDirLock take_lock(const std::string& dir) {
   return lock;
 }
 
-// checkpoint*.pt.tmp.link: what versions before session 29 left when killed while linking a saved
-// checkpoint under another name (no pid in the name; under the lock, never a live run's).
-void remove_legacy_link_temporaries(const std::string& dir) {
-  std::error_code ec;
-  std::vector<fs::path> found;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string n = it->path().filename().string();
-    const std::string tail = ".pt.tmp.link";
-    if (n.rfind("checkpoint", 0) == 0 && n.size() > tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0)
-      found.push_back(it->path());
-  }
-  for (const fs::path& p : found) {
-    std::error_code rm;
-    if (fs::remove(p, rm)) log_info("removed " + p.string() + ", left by a run that was killed while saving");
-    else log_warning("could not remove " + p.string() + " (left by a killed run): " + rm.message());
-  }
-}
-
 }  // namespace
 
 SaveDirLock prepare_save_dir(const std::string& dir) {
   check_writable(dir);
   SaveDirLock lock = take_lock(dir);
   // Under the lock no other trainer writes here; a checkpoint temporary of a dead pid is an orphan.
+  // checkpoint*.pt.tmp.link: what versions before session 29 left when killed while linking a saved
+  // checkpoint under another name (no pid in its name; under the lock, never a live run's).
   remove_dead_orphans(dir, [](const std::string& name) -> std::optional<pid_t> {
     if (name.rfind("checkpoint", 0) != 0) return std::nullopt;
+    if (name.ends_with(".pt.tmp.link")) return kNoLiveOwner;
     return pid_after_suffix_marker(name, ".pt.tmp.");
   });
-  remove_legacy_link_temporaries(dir);
   return lock;
 }
 
