@@ -2,7 +2,7 @@
 """bench/profile_step.py --waits on a hand-made recording (no perf, no timing): setup and the
 warm-up step are left out, each thread's waiting share and what the other thread ran meanwhile
 are counted as worked out by hand below, and a wait with no sample of the other thread within
-1 ms is said so. Usage: check_profile_waits.py"""
+1 ms is said so; and the categories of a few symbols. Usage: check_profile_waits.py"""
 import os
 import sys
 
@@ -42,6 +42,12 @@ expect("perf map names JIT code", profile_step.category("/tmp/perf-123.map", "[u
        "GEMM (oneDNN JIT code + library)")
 expect("libgomp is the runtime", profile_step.category("/usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0", "gomp_barrier_wait"),
        W)
+# the startup peak measurement (src/core/peak_flops.h, stretch:: since session 26) is setup, not a step
+for sym in ("stretch::fma_chain_zmm(long)", "stretch::fma_chain_ymm(long)", "stretch::dpbf16_chain_zmm(long)",
+            "stretch::peak_gflops(stretch::PeakKernel, int, double)"):
+    expect(sym, profile_step.category("/work/build/bench/bench_model", sym), S)
+expect("the row max", profile_step.category("/work/build/bench/bench_model", "stretch::ops::simd::max_skip_nan(float const*, long)"),
+       "row max (cross-entropy, attention rows)")
 if failures:
     print("FAIL\n  " + "\n  ".join(failures))
     sys.exit(1)

@@ -40,6 +40,7 @@ RULES = [
                                                            "backward_head", "forward_query_tile"))),
     ("dropout (Philox + apply)", lambda d, s: "dropout" in s or "philox" in s or "apply<" in s),
     ("cross-entropy (expf)", lambda d, s: "cross_entropy" in s or "row_lse" in s or "expf" in s),
+    ("row max (cross-entropy, attention rows)", lambda d, s: "max_skip_nan" in s),
     ("layernorm", lambda d, s: "layernorm" in s or "row_backward" in s),
     ("activation", lambda d, s: "activation" in s),
     ("linear: bias fill / dbias", lambda d, s: "linear_forward" in s or "linear_backward" in s),
@@ -49,7 +50,8 @@ RULES = [
     ("zero-fill (memset)", lambda d, s: "memset" in s),
     ("optimizer + grad scale + clip", lambda d, s: "optim::" in s),
     ("embedding", lambda d, s: "embedding" in s),
-    ("peak measurement (setup, not a step)", lambda d, s: "bench::" in s),
+    ("peak measurement (setup, not a step)", lambda d, s: "bench::" in s or "_chain_" in s or "peak_gflops" in s),
+    # core/peak_flops.h: fma_chain_ymm/zmm, dpbf16_chain_zmm, peak_gflops (bench_model's startup peak)
     ("model init (setup, not a step)", lambda d, s: "init_" in s or "Rng::" in s or "cosf" in s or "sinf" in s
      or "logf" in s),  # libm logf/cosf: Rng::normal's Box-Muller at initialisation
     ("kernel (page faults, scheduling)", lambda d, s: "kernel" in d),

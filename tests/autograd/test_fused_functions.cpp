@@ -280,7 +280,9 @@ TEST(FusedFunctions, Bf16LinearBackwardRoundsDoutInItsOwnBuffer) {
   EXPECT_GE(fp32, uint64_t{4 * (N * I + O * I)}) << "dx and dw";
   EXPECT_LT(fp32, uint64_t{4 * (N * I + O * I) + 2 * N * O});
   EXPECT_EQ(backward_bytes(ops::GemmPrecision::Bf16, ops::Bf16Products::Fp32Fma), fp32 + 4 * (N * I + O * I));
-  if (ops::bf16_matmul_supported()) EXPECT_EQ(backward_bytes(ops::GemmPrecision::Bf16, ops::Bf16Products::Native), fp32);
+  if (ops::bf16_matmul_supported()) {
+    EXPECT_EQ(backward_bytes(ops::GemmPrecision::Bf16, ops::Bf16Products::Native), fp32);
+  }
 }
 
 // Transformer-XL's q and kv projections: two linear_rows over one weight's rows [0, 4) and [4, 9)
