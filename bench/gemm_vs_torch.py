@@ -13,7 +13,9 @@ shapes and layouts (PyPI PyTorch in build/torch2env: MKL on x86; Debian's 1.13 i
 with --python: OpenBLAS), in --rounds interleaved rounds (bench_gemm, then torch, then bench_gemm
 ...) so that a host's slow minutes hit both sides. Each figure is the median over rounds of each
 round's rate (bench_gemm: its mean over ≥ 0.3 s; torch: the median of --reps calls). The ratio
-column is torch / the faster oneDNN route: > 1 where PyTorch's library is the faster.
+column is torch / the faster oneDNN route: > 1 where PyTorch's library is the faster. (bench_gemm's
+dx and dw accumulate into their output, beta = 1, as stretch's backward does; torch.mm overwrites:
+one extra read of the output, which favours torch slightly.)
 
 The fp32 FMA peak of this host is measured at the start (build/bench/bench_peak) and every rate
 is also given as a fraction of it.
