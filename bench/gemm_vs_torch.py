@@ -31,7 +31,10 @@ import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402  (measure_peaks, host_key, run_json)
+
+ROOT = compare.ROOT
 
 # bench_gemm's layers (register_libraries): name -> (in, out)
 LAYERS = {"small_out": (256, 256), "small_fc1": (256, 1024), "small_fc2": (1024, 256),
@@ -69,7 +72,9 @@ def run_bench_gemm(args, names):
     flt = "^sgemm_vs_matmul/(" + "|".join(names) + f")/tokens:{args.tokens}/threads:{args.threads}/"
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     p = subprocess.run([args.bench_gemm, f"--benchmark_filter={flt}", "--benchmark_format=json"],
-                       capture_output=True, text=True, env=env, check=True)
+                       capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"{args.bench_gemm} failed ({p.returncode}):\n{p.stderr}")
     rates = {}
     for b in json.loads(p.stdout)["benchmarks"]:
         key = b["name"].split("/")[1]
@@ -82,16 +87,8 @@ def run_bench_gemm(args, names):
 
 
 def run_torch(args, layers):
-    p = subprocess.run([args.python, "-c", TORCH_SNIPPET, str(args.threads), str(args.tokens), str(args.reps),
-                        json.dumps(layers)], capture_output=True, text=True, check=True,
-                       env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def measure_peak(args):
-    p = subprocess.run([args.peak_bench, "--threads", str(args.threads)], capture_output=True, text=True, check=True)
-    rec = json.loads(p.stdout.strip().splitlines()[-1])
-    return rec, rec["fp32_gflops"][str(args.threads)]
+    return compare.run_json([args.python, "-c", TORCH_SNIPPET, str(args.threads), str(args.tokens), str(args.reps),
+                             json.dumps(layers)], env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))[-1]
 
 
 def main():
@@ -104,6 +101,7 @@ def main():
     ap.add_argument("--python", default=os.path.join(ROOT, "build", "torch2env", "bin", "python"))
     ap.add_argument("--bench-gemm", default=os.path.join(ROOT, "build", "bench", "bench_gemm"))
     ap.add_argument("--peak-bench", default=os.path.join(ROOT, "build", "bench", "bench_peak"))
+    ap.add_argument("--peak-seconds", type=float, default=0.5, help="bench_peak time per kernel")
     args = ap.parse_args()
     if args.rounds < 1 or args.reps < 3:
         sys.exit("--rounds must be >= 1 and --reps >= 3")
@@ -119,8 +117,9 @@ def main():
     layers = {l: LAYERS[l] for l in chosen}
     names = [f"{l}_{w}" for l in chosen for w in PRODUCTS]
 
-    peak_rec, peak = measure_peak(args)
-    cpu = peak_rec["cpu"]
+    args.thread_list = [args.threads]
+    peak_rec = compare.measure_peaks(args)[args.threads]
+    peak = peak_rec["fp32_gflops"][str(args.threads)]
     sg, mm, th = {n: [] for n in names}, {n: [] for n in names}, {n: [] for n in names}
     torch_info = None
     for r in range(args.rounds):
@@ -132,7 +131,7 @@ def main():
             th[n].append(torch_info["gflops"][n])
         print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr)
 
-    print(f"Host: {cpu['model_name']} (family {cpu['family']}, model {cpu['model']}); fp32 FMA peak on "
+    print(f"Host: {compare.host_key(peak_rec)}; fp32 FMA peak on "
           f"{args.threads} thread(s), measured now: {peak:.1f} GFLOP/s. Tokens {args.tokens}, {args.rounds} "
           f"interleaved rounds; PyTorch {torch_info['version']} (BLAS: {torch_info['blas']}).\n")
     print("| product | oneDNN sgemm GFLOP/s | oneDNN matmul | torch.mm | of peak: oneDNN best / torch | "

@@ -20,6 +20,8 @@ bool pid_alive(pid_t pid) {
   return ::kill(pid, 0) == 0 || errno != ESRCH;
 }
 
+std::string pid_temporary(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+
 std::optional<pid_t> pid_after_suffix_marker(const std::string& name, const std::string& marker) {
   const size_t at = name.rfind(marker);
   if (at == std::string::npos) return std::nullopt;

@@ -23,6 +23,10 @@ bool pid_alive(pid_t pid);
 inline constexpr pid_t kNoLiveOwner = -1;
 int remove_dead_orphans(const std::string& dir, const std::function<std::optional<pid_t>(const std::string&)>& pid_of);
 
+// The name this process writes `path` under before renaming it over `path`: `path`.tmp.<pid>, the
+// form that pid_after_suffix_marker(name, ".tmp.") reads back once the pid is dead.
+std::string pid_temporary(const std::string& path);
+
 // The pid in a name ending in "<marker><digits>" (e.g. marker ".tmp." for checkpoint_last.pt.tmp.123).
 std::optional<pid_t> pid_after_suffix_marker(const std::string& name, const std::string& marker);
 

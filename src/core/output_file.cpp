@@ -14,7 +14,7 @@
 namespace stretch {
 
 OutputFile::OutputFile(std::string path, std::string what, std::ios::openmode mode)
-    : path_(std::move(path)), what_(std::move(what)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
+    : path_(std::move(path)), what_(std::move(what)), tmp_(pid_temporary(path_)) {
   // Temporaries of this same output left by a writer that was killed (kill -9, power loss):
   // exactly "<name>.tmp.<pid>" with the pid of no running process (core/orphans.h).
   const std::filesystem::path target(path_);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "core/orphans.h"
 
 namespace stretch {
 
@@ -41,7 +42,7 @@ std::string sys_error(int err) { return std::strerror(err); }
 class TempFile {
  public:
   TempFile(std::string final_path) : path_(std::move(final_path)) {
-    tmp_ = path_ + ".tmp." + std::to_string(::getpid());
+    tmp_ = pid_temporary(path_);
   }
   ~TempFile() {
     if (fd_ >= 0) ::close(fd_);

@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "core/orphans.h"
 
 namespace stretch {
 namespace {
@@ -248,7 +249,7 @@ Tensor TorchFile::to_f32(const pickle::TensorRef& t, const std::string& name) co
 }
 
 void save_torch_zip(const std::string& path, const std::string& prefix, const std::vector<TorchZipEntry>& entries) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = pid_temporary(path);
   std::filesystem::remove(tmp);
   int err = 0;
   zip_t* z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_EXCL, &err);

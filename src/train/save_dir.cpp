@@ -120,6 +120,4 @@ SaveDirLock prepare_save_dir(const std::string& dir) {
   return lock;
 }
 
-std::string checkpoint_temporary(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
-
 }  // namespace stretch::train

@@ -36,11 +36,4 @@ class SaveDirLock {
 // Checks, locks and tidies `dir` as described above; errors (exit 1) name the directory.
 SaveDirLock prepare_save_dir(const std::string& dir);
 
-// The name under which this process makes a checkpoint file before renaming it over `path`:
-// `path`.tmp.<pid>, the form prepare_save_dir removes once the pid is dead. (Before session 29 a
-// checkpoint published under a second name, e.g. checkpoint_best.pt, was linked at `path`.tmp.link,
-// without a pid: a kill -9 between the link and the rename left it for good. prepare_save_dir
-// removes such a leftover too: under the lock no live run can be making one.)
-std::string checkpoint_temporary(const std::string& path);
-
 }  // namespace stretch::train

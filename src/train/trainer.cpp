@@ -19,6 +19,7 @@
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/log.h"
+#include "core/orphans.h"
 #include "core/signals.h"
 #include "dist/world.h"
 #include "ops/gemm.h"
@@ -169,7 +170,8 @@ void prune(const TrainConfig& c) {
 // Makes `to` a complete copy of the finished checkpoint `from`, atomically: a hard link (or,
 // where the filesystem has none, a copy) at a temporary name, then a rename over `to`.
 void publish_copy(const std::string& from, const std::string& to) {
-  const std::string tmp = checkpoint_temporary(to);  // named for this pid: removed by the next run if killed here
+  // Named for this pid: prepare_save_dir removes it in the next run if this one is killed here.
+  const std::string tmp = pid_temporary(to);
   std::error_code ec;
   fs::remove(tmp, ec);
   fs::create_hard_link(from, tmp, ec);
