@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/config_file.h"
 #include "cli/model_flags.h"
+#include "cli/overrides.h"
 #include "cli/usage_check.h"
 #include "cli/subcommand_name.h"
 #include "core/error.h"
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
   // `--adapt-span-layer True` (fairseq's spelling with a value) → `--adapt-span-layer=true`.
   std::vector<std::string> args(argv + 1, argv + argc);
   join_boolean_flag_values(args);
+  // bash's brace expansion of an unquoted --model-overrides {k:v,k:v} back into one dict.
+  join_brace_expanded_overrides(args);
   // Every unknown flag and stray argument at once, in command-line order (cli/usage_check.h),
   // before CLI11 stops at the first problem it meets.
   if (argc > 1)

@@ -60,4 +60,46 @@ nlohmann::json parse_model_overrides(const std::string& text) {
   }
 }
 
+namespace {
+// "key:value" as bash leaves one item of {key:value,...}: key an identifier, value a number, a
+// boolean or a bare word.
+bool key_value_word(const std::string& w) {
+  const size_t colon = w.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == w.size()) return false;
+  auto letter = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; };
+  auto value_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '+' || c == '-';
+  };
+  if (!letter(w[0])) return false;
+  for (size_t i = 1; i < colon; ++i)
+    if (!letter(w[i]) && !std::isdigit(static_cast<unsigned char>(w[i]))) return false;
+  for (size_t i = colon + 1; i < w.size(); ++i)
+    if (!value_char(w[i])) return false;
+  return true;
+}
+}  // namespace
+
+void join_brace_expanded_overrides(std::vector<std::string>& args) {
+  static const std::string flag = "--model-overrides";
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string first;
+    size_t next = i + 1;
+    if (args[i] == flag && next < args.size() && key_value_word(args[next])) {
+      first = args[next++];
+    } else if (args[i].rfind(flag + "=", 0) == 0 && key_value_word(args[i].substr(flag.size() + 1))) {
+      first = args[i].substr(flag.size() + 1);
+    } else {
+      out.push_back(args[i]);
+      continue;
+    }
+    std::string joined = "{" + first;
+    while (next < args.size() && key_value_word(args[next])) joined += "," + args[next++];
+    out.push_back(flag);
+    out.push_back(joined + "}");
+    i = next - 1;
+  }
+  args = std::move(out);
+}
+
 }  // namespace stretch::cli

@@ -51,4 +51,36 @@ TEST(ModelOverrides, InvalidUtf8IsAUsageError) {
   }
 }
 
+// Seed 004's Transformer-XL evaluation writes --model-overrides {mem_len:2100,clamp_len:820,same_length:True}
+// without quotes; bash's brace expansion turns it into three words, which must become one dict again.
+TEST(ModelOverrides, BraceExpandedWordsAreJoinedIntoOneDict) {
+  using V = std::vector<std::string>;
+  V a = {"eval-lm", "data", "--model-overrides", "mem_len:2100", "clamp_len:820", "same_length:True",
+         "--gen-subset", "valid"};
+  join_brace_expanded_overrides(a);
+  EXPECT_EQ(a, (V{"eval-lm", "data", "--model-overrides", "{mem_len:2100,clamp_len:820,same_length:True}",
+                  "--gen-subset", "valid"}));
+  const auto j = parse_model_overrides(a[3]);
+  EXPECT_EQ(j.at("mem_len"), 2100);
+  EXPECT_EQ(j.at("clamp_len"), 820);
+  EXPECT_EQ(j.at("same_length"), true);
+
+  // The = form, a lone word (no braces: bash expands nothing), and a data directory after the words.
+  V b = {"--model-overrides=mem_len:64", "tokens_per_sample:8", "~/data/enwik8/data-bin/"};
+  join_brace_expanded_overrides(b);
+  EXPECT_EQ(b, (V{"--model-overrides", "{mem_len:64,tokens_per_sample:8}", "~/data/enwik8/data-bin/"}));
+  V c = {"--model-overrides", "dropout:0.25", "data:bin"};  // "data:bin" is key:value too: joined
+  join_brace_expanded_overrides(c);
+  EXPECT_EQ(c, (V{"--model-overrides", "{dropout:0.25,data:bin}"}));
+
+  // Left alone: a quoted dict, a path with a colon, words not after the flag, a flag as the last word.
+  for (const V& same : {V{"--model-overrides", "{'mem_len': 2100}", "same_length:True"},
+                        V{"--model-overrides", "/tmp/a:b"}, V{"--path", "a:1", "b:2"}, V{"--model-overrides"},
+                        V{"--model-overrides", "2100:mem_len"}, V{"--model-overrides", "mem_len:"}}) {
+    V d = same;
+    join_brace_expanded_overrides(d);
+    EXPECT_EQ(d, same);
+  }
+}
+
 }  // namespace stretch::cli
