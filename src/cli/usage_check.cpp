@@ -104,6 +104,14 @@ std::optional<std::string> unknown_arguments_report(const CLI::App& sub, const s
         ++i;
       continue;
     }
+    // bash makes " --user-dir" of "pt \ --user-dir": a "\ " inside a line, from a command copied
+    // without its line breaks, as seed 004 prints its commands ("fairseq-train \ --user-dir ...").
+    const size_t first = a.find_first_not_of(' ');
+    if (!a.empty() && a[0] == ' ' && (first == std::string::npos || a[first] == '-')) {
+      problems.push_back("  " + quoted(a) + ": a space before " + (first == std::string::npos ? "nothing" : "the flag") +
+                         " (a '\\ ' inside a line? put each '\\' at the end of its line, or delete it)");
+      continue;
+    }
     if (a.find_first_not_of(" \t\n") == std::string::npos) {
       problems.push_back("  " + quoted(a) + ": a blank argument (an empty variable, or a stray quote or space?)");
       continue;

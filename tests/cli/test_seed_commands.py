@@ -183,6 +183,12 @@ def main():
     with tempfile.TemporaryDirectory() as empty:
         for name, cmd in cmds.items():
             no_usage_error(bash(cmd, empty), name)
+        # Pasted as flattened, without the repair: bash makes " --user-dir" and " --task" of " \ --...".
+        text = next(t for _, n, t, _ in COMMANDS if n == "adaptive span eval").replace("testTransformer-XL", "test")
+        p = bash(re.sub(r"\bfairseq-eval-lm\b", f"{stretch} eval-lm", text), empty)
+        check(p.returncode == 2 and "' --user-dir': a space before the flag (a '\\ ' inside a line?" in p.stderr
+              and "' --task': a space before the flag" in p.stderr,
+              f"2. seed 004's flattened text names its two '\\ ' ({p.stderr.strip()[-300:]!r})")
 
     with tempfile.TemporaryDirectory() as w:  # seed 000
         write_corpus(os.path.join(w, "examples/language_model/wikitext-103"),

@@ -42,6 +42,22 @@ TEST(UsageErrors, TrainReportsEveryUnknownFlagInOrderWithSuggestions) {
   EXPECT_FALSE(std::filesystem::exists(save));
 }
 
+// Seed 004 prints its commands on one line with " \\ " where the line breaks were; bash makes
+// " --user-dir" of "pt \\ --user-dir" (and " " of "pt \\  --x").
+TEST(UsageErrors, ASpaceBeforeAFlagPointsAtABackslashInsideALine) {
+  const RunResult r = run_stretch({"eval-lm", "data-bin/none", "--path", "m.pt", " --user-dir", "x", " ",
+                                   "--gen-subset", "test"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const std::string hint = " (a '\\ ' inside a line? put each '\\' at the end of its line, or delete it)";
+  const size_t a = at(r.err, "' --user-dir': a space before the flag" + hint);
+  const size_t b = at(r.err, "'x': unexpected argument");
+  const size_t c = at(r.err, "' ': a space before nothing" + hint);
+  EXPECT_TRUE(a < b && b < c) << r.err;
+  const RunResult e = run_stretch({"eval-lm", "data-bin/none", "--path", "m.pt", "", " stray"});
+  at(e.err, "'': a blank argument (an empty variable, or a stray quote or space?)");
+  at(e.err, "' stray': unexpected argument");
+}
+
 TEST(UsageErrors, EvalLmNamesTheMisspeltFlagNotTheRequiredOne) {
   const RunResult r = run_stretch({"eval-lm", "data-bin/none", "--pathh", "x.pt", "--gen-subst", "valid"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
