@@ -10,6 +10,7 @@
 #   UPDATES (default 1000)  T tokens per block (default 64)  SPAN --attn-span (default 1024)
 #   AUX --aux-loss-scaler (default 5e-07, the seed's)  BSZ streams (default 8)
 #   OUT results directory (default runs/adaptive_span)
+#   STRETCH_BIN  the binary (default build/bin/stretch; built when missing)
 # The numbers are a smoke test of the recipe on 900 KB of text, not an enwik8 result.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,7 +22,7 @@ span="${SPAN:-1024}"
 aux="${AUX:-5e-07}"
 bsz="${BSZ:-8}"
 out="${OUT:-runs/adaptive_span}"
-stretch=build/bin/stretch
+stretch="${STRETCH_BIN:-build/bin/stretch}"
 [ -x "$stretch" ] || { cmake -S . -B build -G Ninja >/dev/null && cmake --build build --target stretch; }
 [ -f data/enwik8/train.txt ] || bash scripts/data.sh enwik8 --source local --dest data-bin/enwik8
 bin="$out/data-bin"

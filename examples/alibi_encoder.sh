@@ -9,6 +9,7 @@
 #   ARCH      preset (default roberta_tiny)         LENGTHS     evaluation lengths (default 64,128,256,512,1024)
 #   POS       methods to run (default: alibi sinusoidal learned none)
 #   SUBSET    evaluation split (default valid)      OUT  results directory (default runs/alibi_encoder)
+#   STRETCH_BIN  the binary (default build/bin/stretch; built when missing)
 #   FRESH=1   retrain existing models
 # Every model: Adam (0.9, 0.98), lr 0.002, inverse_sqrt with 10% warm-up, clip 1.0, dropout 0.1,
 # attention dropout 0.1 (RoBERTa's), seed 1, 15% masking with 80/10/10. The docs/RESULTS.md table came from
@@ -24,7 +25,7 @@ lengths="${LENGTHS:-64,128,256,512,1024}"
 subset="${SUBSET:-valid}"
 out="${OUT:-runs/alibi_encoder}"
 names=(${POS:-alibi sinusoidal learned none})
-stretch=build/bin/stretch
+stretch="${STRETCH_BIN:-build/bin/stretch}"
 [ -x "$stretch" ] || { cmake -S . -B build -G Ninja >/dev/null && cmake --build build --target stretch; }
 [ -f data-bin/ptb/dict.txt ] || bash scripts/data.sh ptb --dest data-bin/ptb
 for n in "${names[@]}"; do

@@ -8,6 +8,7 @@
 # Environment:
 #   UPDATES (default 1000)  T tokens per segment (default 64)  MEM memory rows (default 64)
 #   BSZ streams per batch (default 8)  OUT results directory (default runs/alibi_memory)
+#   STRETCH_BIN  the binary (default build/bin/stretch; built when missing)
 # A few minutes on 2 CPU cores with the defaults; the numbers are a smoke test of the recipe on
 # 900 KB of text, not an enwik8 result (docs/RESULTS.md "ALiBi with memory").
 set -euo pipefail
@@ -19,7 +20,7 @@ T="${T:-64}"
 mem="${MEM:-64}"
 bsz="${BSZ:-8}"
 out="${OUT:-runs/alibi_memory}"
-stretch=build/bin/stretch
+stretch="${STRETCH_BIN:-build/bin/stretch}"
 [ -x "$stretch" ] || { cmake -S . -B build -G Ninja >/dev/null && cmake --build build --target stretch; }
 # scripts/data.sh enwik8 (local: the 10^6-byte prefix) writes data/enwik8/{train,valid,test}.txt
 # in prep_enwik8.py's format; the seed's preprocess command then runs on them as written.

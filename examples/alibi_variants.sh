@@ -7,6 +7,7 @@
 #   UPDATES   updates per model (default 300)     MAX_TOKENS  tokens per update (default 2048)
 #   ARCH      preset (default transformer_lm_tiny) VARIANTS    names below to run (default: all)
 #   OUT       results directory (default runs/alibi_variants)  FRESH=1  retrain existing models
+#   STRETCH_BIN  the binary (default build/bin/stretch; built when missing)
 # Every model: --tokens-per-sample 64, Adam (0.9, 0.98), lr 0.002, inverse_sqrt with 10% warm-up,
 # clip 1.0, dropout 0.1, seed 1. The docs/RESULTS.md table came from
 #   UPDATES=150 MAX_TOKENS=1024 bash examples/alibi_variants.sh
@@ -18,7 +19,7 @@ updates="${UPDATES:-300}"
 max_tokens="${MAX_TOKENS:-2048}"
 arch="${ARCH:-transformer_lm_tiny}"
 out="${OUT:-runs/alibi_variants}"
-stretch=build/bin/stretch
+stretch="${STRETCH_BIN:-build/bin/stretch}"
 [ -x "$stretch" ] || { cmake -S . -B build -G Ninja >/dev/null && cmake --build build --target stretch; }
 [ -f data-bin/ptb/dict.txt ] || bash scripts/data.sh ptb --dest data-bin/ptb
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""The README's commands paste cleanly and still match the program (issue 16):
+"""The README's commands, and those of docs/*.md, paste cleanly and still match the program (issue 16):
   * no code block has a comment after a line continuation (bash would end the command there) or
     a continuation into a blank line;
   * every `stretch ...` command of a code block (continuations joined, shell variables set as the
     block sets them) runs through bash with this build's binary as `stretch`, in an empty folder
     without the data: it must fail only for the missing data or checkpoint, never with a usage
-    error about its flags (unknown flag, stray or blank argument, a value refused).
+    error about its flags (unknown flag, stray or blank argument, a value refused, a missing
+    --max-tokens). A synopsis line (`[--flag ...]`, `[DATA]`, `sweep / generate`) is
+    not a command and is left out.
 Usage: test_readme_commands.py STRETCH_BINARY
 """
 import os
@@ -17,7 +19,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 README = os.path.join(HERE, "..", "..", "README.md")
 USAGE = ("unknown flag", "stray argument", "unexpected argument", "a blank argument", "did you mean",
-         "is not allowed", "not in {", "--help for more information", "syntax error")
+         "is not allowed", "not in {", "--help for more information", "syntax error", "a space before",
+         "give --max-tokens or --batch-size")
+DOCS = os.path.join(HERE, "..", "..", "docs")
 
 
 def blocks(text):
@@ -37,20 +41,28 @@ def main():
     b = os.path.abspath(sys.argv[1])
     failures = []
     commands = []
-    for blk in blocks(open(README).read()):
-        for i, line in enumerate(blk):
-            if line.rstrip().endswith("\\"):
-                if re.search(r"\s#", line):
-                    failures.append(f"a comment before a line continuation: {line!r}")
-                if i + 1 >= len(blk) or not blk[i + 1].strip():
-                    failures.append(f"a continuation into nothing: {line!r}")
-        joined = "\n".join(blk).replace("\\\n", " ")
-        for cmd in joined.splitlines():
-            # (the overview table "stretch train        decoder-only LMs ..." is not a command)
-            if re.match(r"^(\w+=\S+;\s*)?stretch (preprocess|train|eval-lm|sweep|generate) \S", cmd.strip()) \
-                    and "..." not in cmd:
-                commands.append(cmd.strip())
-    if len(commands) < 3:
+    readme_commands = 0
+    docs = sorted(os.path.join(DOCS, f) for f in os.listdir(DOCS) if f.endswith(".md"))
+    for path in [README] + docs:
+        name = os.path.relpath(path, os.path.join(HERE, "..", ".."))
+        for blk in blocks(open(path).read()):
+            for i, line in enumerate(blk):
+                if line.rstrip().endswith("\\"):
+                    if re.search(r"\s#", line):
+                        failures.append(f"{name}: a comment before a line continuation: {line!r}")
+                    if i + 1 >= len(blk) or not blk[i + 1].strip():
+                        failures.append(f"{name}: a continuation into nothing: {line!r}")
+            joined = "\n".join(blk).replace("\\\n", " ")
+            for cmd in joined.splitlines():
+                # (the overview table "stretch train        decoder-only LMs ..." is not a command)
+                c = re.sub(r"^build/bin/stretch ", "stretch ", cmd.strip())
+                if re.match(r"^(\w+=\S+;\s*)?stretch (preprocess|train|eval-lm|sweep|generate|import-fairseq|"
+                            r"export-fairseq) \S", c) and "..." not in c and "…" not in c \
+                        and not re.search(r"\[--|\[[A-Z]| / ", c):
+                    commands.append(c)
+                    if path == README:
+                        readme_commands += 1
+    if readme_commands < 3:
         failures.append(f"expected the quick start's preprocess, train and eval-lm commands, found {commands}")
     with tempfile.TemporaryDirectory() as tmp:
         os.symlink(b, os.path.join(tmp, "stretch"))
@@ -61,6 +73,7 @@ def main():
             ok = p.returncode != 0 and not bad and ("no-such-text" in p.stderr or "data-bin" in p.stderr
                                                      or "wt103" in p.stderr
                                                      or ": checkpoint not found" in p.stderr
+                                                     or ": no such file or directory" in p.stderr
                                                      or re.search(r": no such file \(from --\w+pref\)", p.stderr))
             print(("ok   " if ok else "FAIL ") + cmd[:90] + f"... -> exit {p.returncode}: {p.stderr.strip()[-160:]!r}")
             if not ok:
