@@ -108,6 +108,8 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
                    "fairseq-eval-lm's batch iterator does not pass it either (its batches use 1)", true);
   add_ignored_flag(sub, "--log-interval", "the progress display updates by time and tenths", true);
   add_ignored_flag(sub, "--no-progress-bar", "off a terminal the display is already periodic lines", false);
+  add_ignored_flag(sub, "--log-file", "fairseq-eval-lm 0.12.2 writes nothing there either", true);
+  add_one_value_flag(sub, "--dataset-impl", "mmap", "stretch reads fairseq's default format, MMIDIDX");
   run = [f] {
     apply_common_options(f->common);
     f->config.overrides = parse_model_overrides(f->overrides);

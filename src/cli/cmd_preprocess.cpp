@@ -14,7 +14,6 @@ void add_preprocess(CLI::App& sub, Runner& run) {
     data::PreprocessConfig cfg;
     bool only_source = false;
     bool byte_level = false;
-    std::string dataset_impl = "mmap";
     std::string source_lang, target_lang;
     CommonOptions common;
   };
@@ -44,7 +43,7 @@ void add_preprocess(CLI::App& sub, Runner& run) {
   sub.add_flag("--byte-level", o->byte_level,
                "raw bytes, enwik8 style: each byte is a token (its decimal value in dict.txt), '\\n' ends a line "
                "(docs/formats.md)");
-  sub.add_option("--dataset-impl", o->dataset_impl, "binary format (mmap only)")->capture_default_str();
+  add_one_value_flag(sub, "--dataset-impl", "mmap", "fairseq's default format, the one stretch writes");
   sub.add_option("-s,--source-lang", o->source_lang, "not supported (language-model data has no languages)");
   sub.add_option("-t,--target-lang", o->target_lang, "not supported (language-model data has no languages)");
   sub.add_flag("--dict-only", o->cfg.dict_only, "only build and write dict.txt (fairseq's --dict-only)");
@@ -59,8 +58,6 @@ void add_preprocess(CLI::App& sub, Runner& run) {
   add_common_options(sub, o->common);
   run = [o] {
     apply_common_options(o->common);
-    if (o->dataset_impl != "mmap")
-      fail_usage("--dataset-impl " + o->dataset_impl + ": only mmap (fairseq's default) is supported");
     if (!o->source_lang.empty() || !o->target_lang.empty())
       fail_usage("--source-lang/--target-lang are not supported", "stretch prepares language-model data: use --only-source");
     if (!o->only_source) log_once(LogLevel::Info, "preprocess: working as --only-source (language-model data)");

@@ -149,6 +149,9 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--tensorboard-logdir", c.tensorboard_logdir,
                  "write TensorBoard event files of the logged stats to DIR/<tag>/ (train_inner, train, valid), as "
                  "fairseq does");
+  sub.add_option("--log-file", c.log_file,
+                 "also append the train logger's messages and the progress lines, without time and level, to FILE "
+                 "(fairseq's FileHandler)");
   sub.add_option("--max-consecutive-nan", c.max_consecutive_nan,
                  "stop after this many non-finite losses in a row (each update is skipped with a warning)")
       ->transform(int_at_least(1, "non-finite losses in a row before stopping"))->capture_default_str();
@@ -234,6 +237,16 @@ void add_train(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--cpu", "stretch always runs on the CPU", false);
   add_ignored_flag(sub, "--offload-activations", "activations already live in host memory (no accelerator to offload from)",
                    false);
+  add_ignored_flag(sub, "--threshold-loss-scale", "bf16 needs no loss scaling", true);
+  add_ignored_flag(sub, "--min-loss-scale", "bf16 needs no loss scaling", true);
+  add_ignored_flag(sub, "--empty-cache-freq", "there is no accelerator memory cache to empty", true);
+  add_ignored_flag(sub, "--all-gather-list-size", "the logging stats are summed with MPI, not pickled into a buffer",
+                   true);
+  add_ignored_flag(sub, "--heartbeat-timeout", "mpirun watches the processes", true);
+  add_ignored_flag(sub, "--distributed-no-spawn", "mpirun starts the processes", false);
+  add_ignored_flag(sub, "--on-cpu-convert-precision", "weights and optimizer state stay fp32", false);
+  add_one_value_flag(sub, "--dataset-impl", "mmap", "stretch reads fairseq's default format, MMIDIDX");
+  add_one_value_flag(sub, "--model-parallel-size", "1", "stretch is data parallel only");
 
   run = [cfg, common, model, log_format, dump_config, lr_text, app = &sub] {
     apply_common_options(*common);

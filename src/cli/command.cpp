@@ -95,4 +95,15 @@ void add_ignored_flag(CLI::App& sub, const std::string& name, const std::string&
   }
 }
 
+void add_one_value_flag(CLI::App& sub, const std::string& name, const std::string& value, const std::string& why) {
+  auto store = std::make_shared<std::string>();
+  sub.add_option(name, *store, "accepted for fairseq compatibility: only " + value + " (" + why + ")")
+      ->group("fairseq compatibility")
+      ->check(CLI::Validator(
+          [value, why, store](std::string& v) -> std::string {  // store: kept alive with the option
+            return v == value ? "" : v + " is not allowed: only " + value + " (" + why + ")";
+          },
+          "", "one value"));
+}
+
 }  // namespace stretch::cli

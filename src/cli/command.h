@@ -54,4 +54,9 @@ void add_not_built(CLI::App& sub, Runner& run, const std::string& what);
 // reported once when given, so fairseq commands run unchanged.
 void add_ignored_flag(CLI::App& sub, const std::string& name, const std::string& why, bool takes_value);
 
+// fairseq options of which stretch does one value only (--dataset-impl mmap, --model-parallel-size 1):
+// that value is accepted without a word (it is what stretch does anyway); another is a usage error
+// naming the flag, the value and why.
+void add_one_value_flag(CLI::App& sub, const std::string& name, const std::string& value, const std::string& why);
+
 }  // namespace stretch::cli

@@ -6,11 +6,17 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
 
 namespace stretch::train {
 
@@ -108,6 +114,53 @@ std::string python_float_repr(double value) {
   return sign + out;
 }
 
+namespace {
+// --log-file: the path, and the stream once the first line is written.
+struct LogFile {
+  std::string path{};
+  std::FILE* out = nullptr;
+  bool failed = false;
+};
+LogFile& log_file() {
+  static LogFile f;
+  return f;
+}
+
+void append_to_log_file(const std::string& logger, const std::string& message) {
+  LogFile& f = log_file();
+  // fairseq's handlers sit on "fairseq_cli.train" and on the progress bar's logger, which
+  // logs under its tags (train_inner, train, the validation subsets): not on fairseq.*.
+  if (f.path.empty() || f.failed || (logger != "fairseq_cli.train" && logger.rfind("fairseq", 0) == 0)) return;
+  if (f.out == nullptr) f.out = std::fopen(f.path.c_str(), "a");
+  const bool ok = f.out != nullptr && std::fputs(message.c_str(), f.out) >= 0 && std::fputc('\n', f.out) != EOF &&
+                  std::fflush(f.out) == 0;
+  if (!ok) {
+    f.failed = true;
+    log_warning("--log-file " + f.path + ": cannot write (" + std::strerror(errno) +
+                "); the log goes on on stdout only");
+  }
+}
+}  // namespace
+
+void set_fairseq_log_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  LogFile& f = log_file();
+  if (f.out != nullptr) std::fclose(f.out);
+  f = LogFile{};  // an earlier run's file (the Python module trains several times in one process)
+  if (path.empty()) return;
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (fs::is_directory(p, ec)) fail_usage("--log-file " + path + ": is a directory", "give a file name, e.g. DIR/train.log");
+  if (!fs::is_directory(dir, ec))
+    fail_io(path, "--log-file: the directory " + dir.string() + " does not exist", "create it first (fairseq does not either)");
+  const bool exists = fs::exists(p, ec);
+  if (::access(exists ? path.c_str() : dir.c_str(), W_OK) != 0)
+    fail_io(path, std::string("--log-file: cannot write there (") + std::strerror(errno) + ")",
+            "give a writable path");
+  f.path = path;
+}
+
 void fairseq_log(const std::string& logger, const std::string& message, const std::string& level) {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -115,6 +168,7 @@ void fairseq_log(const std::string& logger, const std::string& message, const st
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
   std::cout << stamp << " | " << level << " | " << logger << " | " << message << std::endl;
+  append_to_log_file(logger, message);
 }
 
 Progress::Progress(LogFormat format, int64_t log_interval, bool full_precision)

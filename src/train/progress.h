@@ -39,6 +39,14 @@ std::string format_stat(double value, int round);
 std::string python_float_repr(double value);
 // One line of fairseq's logging to stdout: "<local time> | <level> | <logger> | <message>".
 void fairseq_log(const std::string& logger, const std::string& message, const std::string& level = "INFO");
+// --log-file PATH (fairseq's common.log_file): fairseq_cli/train.py and its progress bar add a
+// logging.FileHandler, so the messages of the "fairseq_cli.train" logger and the progress lines
+// (train_inner, the train summary, validation) are also appended to PATH, bare (no time, level or
+// logger name). Other loggers (fairseq.checkpoint_utils, fairseq.trainer) stay on stdout only, as
+// there. Checks now that PATH can be written (an error naming it); the file is opened, for
+// appending, at the first line. A failed write warns once and the log goes on, on stdout. An empty
+// PATH closes the file of an earlier run in this process and writes none.
+void set_fairseq_log_file(const std::string& path);
 
 class Progress {
  public:

@@ -112,6 +112,7 @@ struct TrainConfig {
   int64_t log_interval = 100;
   bool log_full_precision = false;        // stretch: JSON log values as numbers with every digit
   std::string tensorboard_logdir{};       // --tensorboard-logdir: TensorBoard event files (train/tensorboard_writer.h)
+  std::string log_file{};                 // --log-file: the train logger's and the progress lines, bare (train/progress.h)
   bool no_progress_bar = false;
   // --checkpoint-activations: recompute each block's activations in backward (less memory, about
   // one more forward of time; the same numbers). A training option, not a model property: it is

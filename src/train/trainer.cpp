@@ -882,6 +882,8 @@ int run_training(TrainConfig c) {
                                 "is a function of the update number (and epoch), recomputed after a resume; "
                                 "--reset-optimizer restarts the update count (only reduce_lr_on_plateau keeps state)");  // core/signals.h: SIGINT/SIGTERM now save checkpoint_last.pt and stop
   check_run_flags(c);
+  // --log-file: refused here if it cannot be written, before the save dir is made (train/progress.h).
+  set_fairseq_log_file(dist::World::get().is_main() ? c.log_file : "");
   // The --save-dir is checked, locked and tidied before any data is read (train/save_dir.h).
   SaveDirLock save_dir_lock;
   if (!c.no_save && dist::World::get().is_main()) save_dir_lock = prepare_save_dir(c.save_dir);

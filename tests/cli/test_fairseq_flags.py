@@ -10,7 +10,10 @@
     dropout are accepted and give the same loss as no override;
   * eval-lm --results-path, --required-batch-size-multiple, --num-workers, --user-dir: accepted,
     each reported once as having no effect; --post-process with a value fairseq does not implement
-    is refused naming it; --shard-id outside [0, --num-shards) is refused.
+    is refused naming it; --shard-id outside [0, --num-shards) is refused; --log-file accepted, writes nothing;
+  * train's fairseq flags with no CPU meaning (--min-loss-scale, --empty-cache-freq, ...): accepted, each
+    reported once, the config unchanged; --dataset-impl (train, eval-lm) and --model-parallel-size take
+    only mmap and 1 and refuse another value naming it.
 Usage: test_fairseq_flags.py STRETCH_BINARY
 """
 import json
@@ -101,6 +104,32 @@ def main():
     check(p.returncode == 0 and "stretch | progress" not in p.stderr, "--log-format none: no progress lines")
     q = run(sin + ["--log-format", "simple"])
     check(q.returncode == 0 and "stretch | progress" in q.stderr, "--log-format simple: progress lines off a terminal")
+
+    # train's fairseq flags without a CPU meaning: accepted, each reported once; the one-value ones
+    # (fairseq's default is what stretch does) refused with another value, naming flag and value.
+    tr = [b, "train", DATA, "--arch", "transformer_lm_tiny", "--max-tokens", "64", "--dump-config"]
+    ignored = {"--threshold-loss-scale": "1", "--min-loss-scale": "1e-4", "--empty-cache-freq": "1",
+               "--all-gather-list-size": "16384", "--heartbeat-timeout": "30", "--distributed-no-spawn": None,
+               "--on-cpu-convert-precision": None}
+    args = [x for f, v in ignored.items() for x in ([f] if v is None else [f, v])]
+    p = run(tr + args + ["--dataset-impl", "mmap", "--model-parallel-size", "1"])
+    base = run(tr)
+    check(p.returncode == 0 and json.loads(p.stdout) == json.loads(base.stdout),
+          f"train accepts {len(ignored)} no-effect flags, mmap and model parallel 1: the same config "
+          f"({p.stderr.strip()[-300:]!r})")
+    for flag in ignored:
+        check(p.stderr.count(f"{flag} has no effect in stretch") == 1, f"train {flag} reported once")
+    check("--dataset-impl" not in p.stderr and "--model-parallel-size" not in p.stderr,
+          "mmap and --model-parallel-size 1: nothing to report")
+    for cmd, flag, value, words in ((tr, "--dataset-impl", "lazy", "only mmap"),
+                                    (tr, "--model-parallel-size", "2", "data parallel only"),
+                                    (sin, "--dataset-impl", "cached", "only mmap")):
+        p = run(cmd + [flag, value])
+        check(p.returncode == 2 and f"{flag}: {value} is not allowed: only" in p.stderr and words in p.stderr,
+              f"{cmd[1]} {flag} {value}: refused naming flag and value ({p.stderr.strip()[:200]!r})")
+    p = run(sin + ["--log-file", "somewhere.log"])
+    check(p.returncode == 0 and p.stderr.count("--log-file has no effect in stretch") == 1
+          and not os.path.exists("somewhere.log"), "eval-lm --log-file: reported once, nothing written (as fairseq)")
 
     sys.exit(finish())
 

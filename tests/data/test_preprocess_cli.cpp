@@ -237,7 +237,7 @@ TEST_F(PreprocessCli, FlagsAndUsageErrors) {
   EXPECT_NE(r.output.find("--no-such-flag"), std::string::npos) << r.output;
   r = run_stretch(base_args(dir_ / "out") + " --dataset-impl lazy");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--dataset-impl lazy"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--dataset-impl: lazy is not allowed: only mmap"), std::string::npos) << r.output;
   r = run_stretch("preprocess --only-source --validpref " + q(dir_ / "valid.txt") + " --destdir " + q(dir_ / "out"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--trainpref is required"), std::string::npos) << r.output;
