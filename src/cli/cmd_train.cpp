@@ -105,6 +105,9 @@ void add_train(CLI::App& sub, Runner& run) {
                  "stop once the cumulative training time (kept across resumes) exceeds it (0: off)")
       ->check(CLI::NonNegativeNumber);
   sub.add_flag("--no-last-checkpoints", c.no_last_checkpoints, "never write checkpoint_last.pt");
+  sub.add_flag("--no-save-optimizer-state", c.no_save_optimizer_state,
+               "checkpoints without the optimizer state (smaller); a resume from one restarts the optimizer and "
+               "num_updates, as fairseq's does");
   sub.add_option("--best-checkpoint-metric", c.best_checkpoint_metric,
                  "loss | ppl: the validation metric checkpoint_best.pt and --patience follow (they rank alike)")
       ->check(CLI::IsMember({"loss", "ppl"}));

@@ -79,7 +79,7 @@ void save_checkpoint(const std::string& path, const models::LanguageModel& model
   w.config = what.config;
   w.dict_hash = what.dict_hash;
   w.dictionary = what.dictionary;
-  nlohmann::json opt_scalars = nlohmann::json::object();
+  nlohmann::json opt_scalars = nullptr;  // --no-save-optimizer-state: none (a resume restarts the optimizer)
   if (what.optimizer) {
     optim::OptimizerState st = what.optimizer->state_dict();
     for (auto& [name, t] : st.tensors) w.extra_tensors.emplace_back("optimizer." + name, t);

@@ -24,7 +24,7 @@ namespace stretch::train {
 struct CheckpointContents : models::ModelFile {
   TrainState state;
   TrainClock clock;  // "train_clock" (absent in older files: zeros)
-  nlohmann::json optimizer_scalars;
+  nlohmann::json optimizer_scalars;  // null: saved without the optimizer state (--no-save-optimizer-state)
 };
 
 struct CheckpointSave {
@@ -33,7 +33,7 @@ struct CheckpointSave {
   std::string dictionary{};                          // dict.txt text
   TrainState state{};
   TrainClock clock{};
-  const optim::Optimizer* optimizer = nullptr;
+  const optim::Optimizer* optimizer = nullptr;       // null: no optimizer state ("optimizer": null)
   const models::SegmentState* segment = nullptr;     // the family's training memory, if any
 };
 

@@ -96,6 +96,7 @@ nlohmann::json TrainConfig::to_json() const {
             {"reset_meters", reset_meters},
             {"reset_lr_scheduler", reset_lr_scheduler},
             {"no_last_checkpoints", no_last_checkpoints},
+            {"no_save_optimizer_state", no_save_optimizer_state},
             {"patience", patience},
             {"best_checkpoint_metric", best_checkpoint_metric},
             {"maximize_best_checkpoint_metric", maximize_best_checkpoint_metric},

@@ -89,6 +89,7 @@ struct TrainConfig {
   int64_t patience = -1;                  // stop after this many validations without improvement (<= 0: off)
   double stop_time_hours = 0;             // stop once the cumulative training time exceeds it (0: off)
   bool no_last_checkpoints = false;       // never write checkpoint_last.pt
+  bool no_save_optimizer_state = false;   // checkpoints without the optimizer state (a resume restarts it)
   std::string best_checkpoint_metric = "loss";  // loss | ppl (the same ranking here)
   bool maximize_best_checkpoint_metric = false;
   int64_t validate_interval = 1;          // epochs

@@ -481,6 +481,16 @@ void TrainingRun::resume(const std::string& from) {
     state_.num_updates = 0;
     state_.best_loss = NAN;
   }
+  // Written with --no-save-optimizer-state: fairseq's trainer.load_checkpoint then restores neither
+  // the optimizer nor num_updates (both are under its "last_optimizer_state is not None" branch),
+  // but the best loss and the data position still come back.
+  const bool no_optimizer_state = ck.format == models::kCheckpointFormat && ck.optimizer_scalars.is_null();
+  if (no_optimizer_state && !c.reset_optimizer) {
+    log_warning(from + " was saved with --no-save-optimizer-state: the optimizer and num_updates start afresh (the "
+                "schedule from update 0, as fairseq does); the weights, best loss and data position are restored");
+    state_.num_updates = 0;
+    state_.lr_plateau = optim::PlateauState{};
+  }
   if (state_.seed != c.seed)
     log_warning("resuming a run started with --seed " + std::to_string(state_.seed) + " with --seed " +
                 std::to_string(c.seed) + ": later batches and dropout masks differ from an uninterrupted run");
@@ -502,7 +512,7 @@ void TrainingRun::resume(const std::string& from) {
     state_.lr_plateau = optim::PlateauState{.lr = state_.lr_plateau.lr};
   }
   scheduler_->set_plateau(state_.lr_plateau);
-  if (!c.reset_optimizer) {
+  if (!c.reset_optimizer && !no_optimizer_state) {
     optim::OptimizerState os;
     for (const auto& [name, t] : ck.file.tensors)
       if (name.rfind("optimizer.", 0) == 0) os.tensors.emplace_back(name.substr(10), t);
@@ -537,7 +547,7 @@ void TrainingRun::save(const std::vector<std::string>& names, int64_t epoch, dou
                      .dictionary = dictionary_text_,
                      .state = state_,
                      .clock = clock_,
-                     .optimizer = optimizer_.get(),
+                     .optimizer = c.no_save_optimizer_state ? nullptr : optimizer_.get(),
                      .segment = segment_.get()});
   } catch (...) {
     test_hooks::after_checkpoint_save();
