@@ -25,6 +25,7 @@ import importlib
 import os
 import subprocess
 import sys
+import tempfile
 
 SKIP = 77  # CTest's SKIP_RETURN_CODE for every oracle-backed check
 
@@ -106,6 +107,26 @@ def fairseq_venv_main(doc, script, inner, imports, detail):
     if not ok:
         missing("fairseq", install="tests/fairseq/setup_fairseq.sh (makes " + venv + ")", detail=detail)
     return subprocess.run([py, os.path.abspath(script), driver, venv, "--inner"]).returncode
+
+
+def fairseq_or_binary(doc, with_oracle, binary, detail):
+    """The work of a check run as `CHECK STRETCH FAIRSEQ_VENV` (with_oracle(stretch, venv, tmp) against real
+    fairseq-train; a venv without it is missing("fairseq")) or as `CHECK STRETCH --binary` (binary(stretch,
+    tmp): the binary alone, no oracle), in a temporary directory. Returns 2 after printing doc on a wrong
+    command line, else None: the caller reports its checks."""
+    if len(sys.argv) != 3:
+        print(doc)
+        return 2
+    stretch = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        if sys.argv[2] == "--binary":
+            binary(stretch, tmp)
+            return None
+        venv = sys.argv[2]
+        if not os.path.exists(os.path.join(venv, "bin", "fairseq-train")) or "fairseq" in hidden():
+            missing("fairseq", install="tests/fairseq/setup_fairseq.sh (makes " + venv + ")", detail=detail)
+        with_oracle(stretch, venv, tmp)
+    return None
 
 
 def main(argv):

@@ -18,7 +18,6 @@ import re
 import struct
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.append(os.path.join(HERE, ".."))
@@ -97,21 +96,8 @@ def binary(stretch, tmp):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
-    stretch = sys.argv[1]
-    with tempfile.TemporaryDirectory() as tmp:
-        if sys.argv[2] == "--binary":
-            binary(stretch, tmp)
-        else:
-            venv = sys.argv[2]
-            if not os.path.exists(os.path.join(venv, "bin", "fairseq-train")) or "fairseq" in oracle_skip.hidden():
-                oracle_skip.missing("fairseq", install="tests/fairseq/setup_fairseq.sh (makes " + venv + ")",
-                                    detail="real fairseq-train --no-save-optimizer-state")
-            with_oracle(stretch, venv, tmp)
-    return finish()
-
+    usage = oracle_skip.fairseq_or_binary(__doc__, with_oracle, binary, "real fairseq-train --no-save-optimizer-state")
+    return usage if usage is not None else finish()
 
 if __name__ == "__main__":
     sys.exit(main())
