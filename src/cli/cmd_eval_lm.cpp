@@ -12,6 +12,7 @@
 #include "cli/overrides.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "data/token_blocks.h"
 #include "eval/eval_lm.h"
 
 namespace stretch::cli {
@@ -54,8 +55,11 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
   sub.add_option("--max-tokens", o.max_tokens, "block tokens (without context) per forward pass")
       ->transform(int_at_least(0, "0: no limit"));
   sub.add_option("--model-overrides", f->overrides, "Python dict literal or JSON of model config keys");
-  sub.add_option("--sample-break-mode", f->break_mode, "blocks ignore line breaks (fairseq's none)")
-      ->check(CLI::IsMember({"none"}));
+  sub.add_option("--sample-break-mode", f->break_mode,
+                 "none: blocks of --tokens-per-sample across lines; eos: one block per line; complete: whole lines "
+                 "packed up to --tokens-per-sample (fairseq's TokenBlockDataset)")
+      ->check(CLI::IsMember({"none", "eos", "complete"}))
+      ->capture_default_str();
   sub.add_option("--max-target-positions", f->max_target_positions,
                  "accepted for fairseq compatibility (blocks are never longer than --tokens-per-sample)");
   sub.add_flag("--skip-invalid-size-inputs-valid-test", f->skip_invalid_size,
@@ -114,6 +118,11 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
     apply_common_options(f->common);
     f->config.overrides = parse_model_overrides(f->overrides);
     if (f->kv_cache) f->config.options.protocol = eval::EvalProtocol::KvCache;
+    f->config.options.break_mode = data::parse_break_mode(f->break_mode);
+    if (f->break_mode != "none" && (f->kv_cache || f->task != "language_modeling"))
+      fail_usage("--sample-break-mode " + f->break_mode + " with " + (f->kv_cache ? "--kv-cache" : "--task " + f->task) +
+                     ": only the language_modeling windows evaluate lines as blocks",
+                 "drop --sample-break-mode (none is the stream these protocols read)");
     if (f->task == "truncated_bptt_lm") {
       if (f->kv_cache)
         fail_usage("--kv-cache and --task truncated_bptt_lm are two ways to carry state across segments",

@@ -2,6 +2,7 @@
 #include "data/eval_windows.h"
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 
 #include "core/error.h"
@@ -49,6 +50,12 @@ EvalWindows::EvalWindows(std::shared_ptr<const TokenStream> stream, EvalWindowPa
       const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
       return lengths[ua] != lengths[ub] ? lengths[ua] < lengths[ub] : perm[ua] < perm[ub];
     });
+  }
+  if (p_.max_positions > 0) {
+    auto too_long = [&](int64_t k) { return lengths[static_cast<size_t>(k)] > p_.max_positions; };
+    std::copy_if(fairseq_order_.begin(), fairseq_order_.end(), std::back_inserter(skipped_), too_long);
+    std::erase_if(fairseq_order_, too_long);
+    std::erase_if(order, too_long);
   }
   if (p_.num_shards > 1) {
     const auto fairseq_batches = batch_by_size(fairseq_order_, lengths, p_.shard_size);

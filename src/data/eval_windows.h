@@ -20,6 +20,10 @@
 //     counts the new tokens, not the context); all rows of a batch have width
 //     (longest block in the batch) + c, right-padded. The windows do not depend on the
 //     batching. Test vectors (L = 4, stream 10..19): see tests/data/test_eval_windows.cpp.
+//   * max_positions > 0 (the eos and complete break modes): blocks longer than it are skipped,
+//     as fairseq-eval-lm's batch iterator does (filter_indices_by_size, ignore_invalid_inputs):
+//     after fairseq's order is set, before batching and sharding; a skipped block is neither
+//     scored nor context for the next one. skipped() lists them (block indices, in fairseq's order).
 //   * Shards (--num-shards S --shard-id s, fairseq's ShardedIterator): fairseq's batches are
 //     batch_by_size(shard_size) over fairseq's order (c = 0: MonolingualDataset's
 //     np.lexsort([np.random.permutation(n) under seed 1, lengths]); c > 0: natural), and shard s keeps batches s, s+S, ... Only
@@ -45,6 +49,7 @@ struct EvalWindowParams {
   int32_t eos = 2;
   bool add_bos_token = false;       // fairseq's --add-bos-token: <s> before each block, its score dropped
   int32_t bos = 0;
+  int64_t max_positions = 0;        // skip blocks longer than this (0: keep every block)
   int64_t num_shards = 1;           // --num-shards
   int64_t shard_id = 0;             // --shard-id, in [0, num_shards)
   BatchSizeParams shard_size{.max_tokens = 36000, .max_sentences = 0, .required_batch_size_multiple = 1};  // fairseq's batches
@@ -62,6 +67,8 @@ class EvalWindows {
   int64_t scored_tokens() const { return scored_tokens_; }  // targets of the (shard's) blocks
   // The blocks evaluated, in the order fairseq-eval-lm prints its samples.
   const std::vector<int64_t>& fairseq_order() const { return fairseq_order_; }
+  // Blocks left out for max_positions, in fairseq's order (fairseq's warning lists the first few).
+  const std::vector<int64_t>& skipped() const { return skipped_; }
   // Fill the next batch of windows in order; false when all windows were given.
   bool next(Batch& out);
   void reset();  // back to the first window (prev emptied)
@@ -72,6 +79,7 @@ class EvalWindows {
   std::shared_ptr<const TokenBlocks> blocks_;
   std::vector<std::vector<int64_t>> batches_;
   std::vector<int64_t> fairseq_order_;
+  std::vector<int64_t> skipped_;
   int64_t scored_tokens_ = 0;
   int64_t next_batch_ = 0;
   std::vector<int32_t> prev_;

@@ -85,14 +85,16 @@ void score_rows(const models::LanguageModel& model, const Tensor& hidden, const 
 }
 
 data::EvalWindows make_windows(const data::TokenStream& stream, const EvalOptions& o, int64_t L, int64_t c,
-                               bool add_bos) {
+                               bool add_bos, int64_t max_positions = 0) {
   data::EvalWindowParams wp;
+  wp.max_positions = max_positions;
   wp.tokens_per_sample = L;
   wp.context_window = c;
   wp.pad = o.pad;
   wp.eos = o.eos;
   wp.add_bos_token = add_bos;
   wp.bos = o.bos;
+  wp.break_mode = o.break_mode;
   const int64_t budget_rows = std::max<int64_t>(1, kForwardTokens / L);
   int64_t rows = o.max_sentences > 0 ? std::min(o.max_sentences, budget_rows) : budget_rows;
   wp.size = {.max_tokens = o.max_tokens, .max_sentences = rows, .required_batch_size_multiple = 1};
@@ -356,7 +358,24 @@ EvalResult evaluate(models::LanguageModel& model, const data::TokenStream& strea
       r.protocol_text += ", shard " + std::to_string(o.shard_id) + " of " + std::to_string(o.num_shards);
     if (add_bos) r.protocol_text += ", <s> before each block (add_bos_token)";
     r.add_bos_token = add_bos;
-    data::EvalWindows windows = make_windows(stream, o, L, c, add_bos);
+    // Lines as blocks (eos, complete) can be longer than the model takes: fairseq-eval-lm skips those
+    // (max_positions = the model's max_target_positions, --model-overrides included) with a warning.
+    const nlohmann::json cfg = model.config_json();
+    const int64_t max_positions = o.break_mode != data::BreakMode::None && cfg.contains("max_target_positions")
+                                      ? cfg["max_target_positions"].get<int64_t>()
+                                      : 0;
+    if (o.break_mode != data::BreakMode::None)
+      r.protocol_text += std::string(", --sample-break-mode ") + data::break_mode_name(o.break_mode);
+    data::EvalWindows windows = make_windows(stream, o, L, c, add_bos, max_positions);
+    if (!windows.skipped().empty()) {
+      std::string first;
+      for (size_t i = 0; i < std::min<size_t>(10, windows.skipped().size()); ++i)
+        first += (i ? ", " : "") + std::to_string(windows.skipped()[i]);
+      log_warning(std::to_string(windows.skipped().size()) + " samples have invalid sizes and will be skipped, "
+                  "max_positions=" + std::to_string(max_positions) + ", first few sample ids=[" + first +
+                  "] (as fairseq-eval-lm: lines longer than the model's max_target_positions; raise it with "
+                  "--model-overrides \"{'max_target_positions': N}\" to score them)");
+    }
     r.total_tokens = windows.scored_tokens();
     r.block_tokens = L - c;
     r.block_order = windows.fairseq_order();

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "data/token_blocks.h"
 #include "eval/word_output.h"
 #include "models/language_model.h"
 #include "models/model_file.h"
@@ -61,6 +62,8 @@ struct EvalOptions {
   // (data/eval_windows.h). A model trained with it (ModelInfo::add_bos_token) gets it without the flag.
   // The windows protocol only: refused with --kv-cache and --task truncated_bptt_lm.
   bool add_bos_token = false;
+  // --sample-break-mode (windows protocol): none, eos (a block per line) or complete (lines packed up to L).
+  data::BreakMode break_mode = data::BreakMode::None;
   std::string word_probs_path = ""; // per-token NLL dump (TSV: offset, target id, nll nats): --dump-nll
   int64_t num_shards = 1;          // --num-shards: evaluate fairseq's batches shard_id, shard_id + S, ...
   int64_t shard_id = 0;            // --shard-id

@@ -103,6 +103,27 @@ TEST(EvalWindows, AddBosTokenTables) {
   EXPECT_EQ(got[9], (Window{{0, 17, 0, 18, 1}, {1, 1, 1, 19, 1}, 3}));
 }
 
+// --sample-break-mode eos with a line longer than max_positions (fairseq-eval-lm skips it,
+// filter_indices_by_size): lines "10 11 2", "20 21 22 23 24 2", "30 2", L = 4, c = 1. The long
+// line is neither scored nor context: the third line's row starts with the first row's last
+// input token (11; prev is taken from input rows), then the third line's source (the skipped
+// line's eos, 30). Rows are block + c wide (width 4, then 3).
+TEST(EvalWindows, EosBlocksLongerThanMaxPositionsAreSkipped) {
+  auto lines = std::make_shared<MemoryTokenStream>(std::vector<Ids>{{10, 11, 2}, {20, 21, 22, 23, 24, 2}, {30, 2}});
+  EvalWindows w(lines, {.tokens_per_sample = 4, .context_window = 1, .break_mode = BreakMode::Eos,
+                        .max_positions = 4});
+  EXPECT_EQ(w.skipped(), (std::vector<int64_t>{1}));
+  EXPECT_EQ(w.scored_tokens(), 5);
+  const auto got = all_windows(w);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], (Window{{2, 10, 11, 1}, {10, 11, 2, 1}, 0}));
+  EXPECT_EQ(got[1], (Window{{11, 2, 30}, {1, 30, 2}, 1}));
+  // Without the limit the long line is a window of its own (6 targets) and every token is scored.
+  EvalWindows all(lines, {.tokens_per_sample = 4, .context_window = 1, .break_mode = BreakMode::Eos});
+  EXPECT_TRUE(all.skipped().empty());
+  EXPECT_EQ(all.scored_tokens(), 11);
+}
+
 TEST(EvalWindows, BatchingDoesNotChangeWindowsAndEveryTokenIsScoredOnce) {
   // A longer stream over several lines, L = 16, every c, several batch sizes.
   std::vector<Ids> items;

@@ -168,7 +168,7 @@ TEST_F(EvalCli, BadInput) {
       {"eval-lm " + q(data_) + " --path " + ck + " --context-window 8", 2, "--context-window 8 must be in [0, tokens-per-sample)"},
       {"eval-lm " + q(data_) + " --path " + ck + " --model-overrides \"{'no_such_key': 1}\"", 2, "no_such_key"},
       {"eval-lm " + q(data_) + " --path " + ck + " --no-such-flag", 2, "--no-such-flag"},
-      {"eval-lm " + q(data_) + " --path " + ck + " --sample-break-mode eos", 2, "--sample-break-mode"},
+      {"eval-lm " + q(data_) + " --path " + ck + " --sample-break-mode complete_doc", 2, "--sample-break-mode"},
       {"generate " + q(other / "bin") + " --path " + ck, 1, "symbols but the checkpoint's vocabulary"},
       {"generate " + q(data_) + " --path " + q(other / "missing.pt"), 1, "checkpoint not found"},
       {"generate " + q(data_) + " --path " + ck + " --top-p 0", 2, "--top-p"},
