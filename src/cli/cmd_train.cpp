@@ -187,6 +187,10 @@ void add_train(CLI::App& sub, Runner& run) {
                  "cosine's first period (-1: --max-update minus --warmup-updates); triangular's cycle (-1: 5000)")
       ->transform(int_at_least(1, "a period in updates; -1 (the default): the schedule's default", /*also=*/-1));
   sub.add_flag("--shrink-min", o.shrink_min, "triangular: --lr-shrink also shrinks the lower bound");
+  sub.add_option("--lr-deacy-period", o.lr_deacy_period, "step: updates between decays (fairseq's spelling)")
+      ->capture_default_str();
+  sub.add_option("--lr-decay", o.lr_decay, "step: the factor applied every --lr-deacy-period updates")
+      ->capture_default_str();
   sub.add_option("--warmup-steps", o.warmup_steps, "tri_stage: warmup updates")->transform(int_at_least(0, "0: none"));
   sub.add_option("--hold-steps", o.hold_steps, "tri_stage: updates held at --lr")->transform(int_at_least(0, "0: none"));
   sub.add_option("--decay-steps", o.decay_steps, "tri_stage: updates of exponential decay to --final-lr-scale x --lr")

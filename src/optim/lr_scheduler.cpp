@@ -29,6 +29,7 @@ constexpr KindName kKindNames[] = {
     {SchedulerKind::TriStage, "tri_stage"},
     {SchedulerKind::Triangular, "triangular"},
     {SchedulerKind::ReduceLrOnPlateau, "reduce_lr_on_plateau"},
+    {SchedulerKind::Step, "step"},
 };
 static_assert(std::size(kKindNames) == kSchedulerKindCount, "every SchedulerKind needs a name");
 
@@ -182,6 +183,21 @@ LrSchedule::LrSchedule(SchedulerConfig c) : config_(std::move(c)) {
         bad("--lr-period-updates", period, "must be >= 2 with --lr-scheduler triangular (half of it is the step size)");
       break;
     }
+    case SchedulerKind::Step:
+      // fairseq's StepLRSchedule asserts, as usage errors.
+      if (c_.lr_deacy_period <= 0)
+        bad("--lr-deacy-period", static_cast<double>(c_.lr_deacy_period), "must be > 0 with --lr-scheduler step",
+            "fairseq's spelling: --lr-deacy-period (updates between decays; default 25000)");
+      if (!std::isfinite(c_.lr_decay) || c_.lr_decay > 1) bad("--lr-decay", c_.lr_decay, "must be finite and <= 1");
+      if (!std::isfinite(c_.min_lr) || c_.min_lr < 0) bad("--min-lr", c_.min_lr, "must be finite and >= 0");
+      if (!(lr > c_.min_lr)) {
+        std::ostringstream os;
+        os << "--lr " << lr << " must be more than --min-lr " << c_.min_lr << " with --lr-scheduler step";
+        fail_usage(os.str());
+      }
+      warmup_init_ = c_.warmup_init_lr >= 0 ? c_.warmup_init_lr : c_.min_lr;
+      lr_step_ = warmup_ > 0 ? (lr - warmup_init_) / static_cast<double>(warmup_) : 1.0;
+      break;
     case SchedulerKind::ReduceLrOnPlateau:
       // torch's ReduceLROnPlateau refuses factor >= 1; patience and threshold as torch takes them.
       if (!std::isfinite(c_.lr_shrink) || c_.lr_shrink < 0 || c_.lr_shrink >= 1)
@@ -353,6 +369,13 @@ double LrSchedule::lr_at_epoch(int64_t num_updates, int64_t epoch) const {
       return tri_stage(num_updates);
     case SchedulerKind::Triangular:
       return triangular(num_updates);
+    case SchedulerKind::Step: {
+      // fairseq: warmup_init_lr + num_updates * warmup_lr_step; lr_decay ** (curr // period) is a
+      // float to an int power (C pow), then max(max_lr * mult, min_lr).
+      if (num_updates < warmup_) return warmup_init_ + n * lr_step_;
+      const int64_t decays = (num_updates - warmup_) / c.lr_deacy_period;
+      return std::max(c.lr[0] * std::pow(c.lr_decay, static_cast<double>(decays)), c.min_lr);
+    }
     case SchedulerKind::ReduceLrOnPlateau:
       // fairseq's step_update sets the lr only while n ≤ W; after, the optimizer keeps it.
       if (warmup_ > 0 && num_updates <= warmup_) return warmup_init_ + n * lr_step_;

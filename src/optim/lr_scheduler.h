@@ -31,6 +31,10 @@
 //                     default 5000), cycle = floor(n / 2s), k = lr_shrink^cycle,
 //                     hi = max_lr·k, lo = lr (·k with --shrink-min),
 //                     x = |n/s − 2(cycle+1) + 1|, lr = lo + (hi − lo)·max(0, 1 − x)
+//   step              (fairseq step_lr_scheduler.py) init = --warmup-init-lr (< 0: --min-lr);
+//                     n < W: init + n·(lr − init)/W; else
+//                     max(lr·lr_decay^floor((n − W) / --lr-deacy-period), --min-lr)
+//                     (--lr-deacy-period, fairseq's spelling, default 25000; --lr-decay default 0.5)
 //   reduce_lr_on_plateau  (fairseq reduce_lr_on_plateau.py over torch's ReduceLROnPlateau, cooldown 0,
 //                     min_lr 0, eps 1e-8, threshold_mode rel) NOT a pure function: it keeps a
 //                     PlateauState that step_epoch() changes at the end of each epoch and that the
@@ -58,8 +62,8 @@
 
 namespace stretch::optim {
 
-enum class SchedulerKind { Fixed, InverseSqrt, Cosine, PolynomialDecay, TriStage, Triangular, ReduceLrOnPlateau };
-inline constexpr int kSchedulerKindCount = 7;
+enum class SchedulerKind { Fixed, InverseSqrt, Cosine, PolynomialDecay, TriStage, Triangular, ReduceLrOnPlateau, Step };
+inline constexpr int kSchedulerKindCount = 8;
 
 // Typed schedule config; fairseq flag and default in each comment.
 struct SchedulerConfig {
@@ -84,6 +88,8 @@ struct SchedulerConfig {
   double final_lr_scale = 0.01;               // --final-lr-scale (tri_stage)
   double max_lr = -1;                         // --max-lr (triangular; required there, > lr)
   bool shrink_min = false;                    // --shrink-min (triangular)
+  int64_t lr_deacy_period = 25000;            // --lr-deacy-period (step; fairseq's spelling)
+  double lr_decay = 0.5;                      // --lr-decay (step)
   double lr_threshold = 1e-4;                 // --lr-threshold (reduce_lr_on_plateau)
   int64_t lr_patience = 0;                    // --lr-patience (reduce_lr_on_plateau)
   bool maximize = false;                      // --maximize-best-checkpoint-metric (reduce_lr_on_plateau's mode)

@@ -84,6 +84,8 @@ optim::SchedulerConfig scheduler_config(const OptimSettings& s, int64_t max_upda
   c.final_lr_scale = s.final_lr_scale;
   c.max_lr = s.max_lr;
   c.shrink_min = s.shrink_min;
+  c.lr_deacy_period = s.lr_deacy_period;
+  c.lr_decay = s.lr_decay;
   c.lr_threshold = s.lr_threshold;
   c.lr_patience = s.lr_patience;
   c.total_num_update = s.total_num_update > 0 ? s.total_num_update : (max_update > 0 ? max_update : 1000000);

@@ -79,6 +79,8 @@ nlohmann::json TrainConfig::to_json() const {
             {"init_lr_scale", o.init_lr_scale},
             {"final_lr_scale", o.final_lr_scale},
             {"shrink_min", o.shrink_min},
+            {"lr_deacy_period", o.lr_deacy_period},
+            {"lr_decay", o.lr_decay},
             {"lr_threshold", o.lr_threshold},
             {"lr_patience", o.lr_patience}}},
           {"checkpoint",

@@ -59,6 +59,8 @@ struct OptimSettings {
   double init_lr_scale = 0.01;        // tri_stage
   double final_lr_scale = 0.01;       // tri_stage
   bool shrink_min = false;            // triangular
+  int64_t lr_deacy_period = 25000;    // step (fairseq's spelling of "decay")
+  double lr_decay = 0.5;              // step
   double lr_threshold = 1e-4;         // reduce_lr_on_plateau
   int64_t lr_patience = 0;            // reduce_lr_on_plateau
   double stop_min_lr = -1.0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""stretch's `--lr-scheduler tri_stage`, `triangular` and `reduce_lr_on_plateau` against REAL fairseq
+"""stretch's `--lr-scheduler tri_stage`, `triangular`, `step` and `reduce_lr_on_plateau` against REAL fairseq
 0.12.2's classes (fairseq.optim.lr_scheduler.tri_stage_lr_scheduler.TriStageLRSchedule,
-triangular_lr_scheduler.TriangularLRSchedule, reduce_lr_on_plateau.ReduceLROnPlateauLRSchedule over
+triangular_lr_scheduler.TriangularLRSchedule, step_lr_scheduler.StepLRSchedule, reduce_lr_on_plateau.ReduceLROnPlateauLRSchedule over
 torch's ReduceLROnPlateau) over fairseq's sgd optimizer, driven in the order fairseq's trainer calls
 them: step_update(0) at build, the lr of update n+1 read from the optimizer, step_update(n+1) after
 it, and at the end of each epoch (fairseq_cli/train.py: trainer.lr_step(epoch, valid_losses[0]))
@@ -42,6 +42,14 @@ CASES = [
                                "lr_shrink": 0.7, "shrink_min": True}),
     ("triangular_default_shrink", {"kind": "triangular", "lr": [0.2], "max_lr": 1.0, "lr_period_updates": 10,
                                    "lr_shrink": 0.1}),
+    # step: warmup from --min-lr (the default init), decays every 7 updates after it, the --min-lr floor
+    ("step_warmup_floor", {"kind": "step", "lr": [0.01], "warmup_updates": 5, "min_lr": 0.002,
+                           "lr_deacy_period": 7, "lr_decay": 0.6}),
+    # step: no warmup (fairseq's warmup_lr_step = 1 is never used), an explicit init ignored, decay 0.9
+    ("step_no_warmup", {"kind": "step", "lr": [0.3], "warmup_init_lr": 0.01, "lr_deacy_period": 4, "lr_decay": 0.9}),
+    # step: an explicit --warmup-init-lr above --lr (a warmup that falls), the defaults decay 0.5
+    ("step_warmup_init", {"kind": "step", "lr": [0.001], "warmup_updates": 3, "warmup_init_lr": 0.004,
+                          "lr_deacy_period": 10}),
 ]
 
 # reduce_lr_on_plateau: (name, fields, updates per epoch, metric per epoch (None: no validation), the
@@ -73,6 +81,7 @@ def run_fairseq(fields):
     from fairseq.optim.sgd import SGD
     from fairseq.optim.lr_scheduler.tri_stage_lr_scheduler import TriStageLRSchedule, TriStageLRScheduleConfig
     from fairseq.optim.lr_scheduler.triangular_lr_scheduler import TriangularLRSchedule, TriangularLRScheduleConfig
+    from fairseq.optim.lr_scheduler.step_lr_scheduler import StepLRSchedule, StepLRScheduleConfig
     opt = SGD(argparse.Namespace(lr=list(fields["lr"]), momentum=0.0, weight_decay=0.0),
               [torch.nn.Parameter(torch.zeros(3))])
     f = {k: v for k, v in fields.items() if k != "kind"}
@@ -81,6 +90,8 @@ def run_fairseq(fields):
             f["phase_ratio"] = tuple(f["phase_ratio"])
         f.setdefault("max_update", 0)
         sched = TriStageLRSchedule(TriStageLRScheduleConfig(**f), opt)
+    elif fields["kind"] == "step":
+        sched = StepLRSchedule(StepLRScheduleConfig(**f), opt)
     else:
         sched = TriangularLRSchedule(TriangularLRScheduleConfig(**f), opt)
     sched.step_update(0)  # fairseq Trainer._build_optimizer

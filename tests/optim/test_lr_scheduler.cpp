@@ -300,6 +300,44 @@ TEST(Triangular, RefusesWhatFairseqCannotRun) {
   EXPECT_NE(err(c).find("--warmup-updates is not a triangular flag"), std::string::npos) << err(c);
 }
 
+// step, lr 0.01, warmup 5 from --min-lr 0.002 (the default init; step 0.0016), a decay of 0.6
+// every 7 updates after the warmup, floored at --min-lr.
+TEST(Step, DecaysByHand) {
+  SchedulerConfig c{.kind = SchedulerKind::Step, .lr = {0.01}, .warmup_updates = 5, .min_lr = 0.002,
+                    .lr_deacy_period = 7, .lr_decay = 0.6};
+  LrSchedule s(c);
+  EXPECT_NEAR(s.lr_at(0), 0.002, kTight);
+  EXPECT_NEAR(s.lr_at(1), 0.0036, kTight);
+  EXPECT_NEAR(s.lr_at(4), 0.0084, kTight);
+  EXPECT_NEAR(s.lr_at(5), 0.01, kTight);    // (5 − 5) // 7 = 0
+  EXPECT_NEAR(s.lr_at(11), 0.01, kTight);   // 6 // 7 = 0
+  EXPECT_NEAR(s.lr_at(12), 0.006, kTight);  // 7 // 7 = 1
+  EXPECT_NEAR(s.lr_at(19), 0.0036, kTight);
+  EXPECT_NEAR(s.lr_at(26), 0.00216, kTight);
+  EXPECT_NEAR(s.lr_at(33), 0.002, kTight);  // 0.001296 under the floor
+  // fairseq's defaults: no warmup, decay 0.5 every 25000 updates, floor 0.
+  LrSchedule d(SchedulerConfig{.kind = SchedulerKind::Step, .lr = {0.4}});
+  EXPECT_EQ(d.lr_at(0), 0.4);
+  EXPECT_EQ(d.lr_at(24999), 0.4);
+  EXPECT_EQ(d.lr_at(25000), 0.2);
+  EXPECT_EQ(d.lr_at(75000), 0.05);
+}
+
+TEST(Step, RefusesWhatFairseqAsserts) {
+  auto err = [](SchedulerConfig c) { return error_of([&] { LrSchedule s(c); }); };
+  SchedulerConfig ok{.kind = SchedulerKind::Step, .lr = {0.1}};
+  EXPECT_EQ(err(ok), "(no error)");
+  SchedulerConfig c = ok;
+  c.lr_deacy_period = 0;
+  EXPECT_NE(err(c).find("--lr-deacy-period 0: must be > 0"), std::string::npos) << err(c);
+  c = ok;
+  c.lr_decay = 1.5;
+  EXPECT_NE(err(c).find("--lr-decay 1.5: must be finite and <= 1"), std::string::npos) << err(c);
+  c = ok;
+  c.min_lr = 0.1;
+  EXPECT_NE(err(c).find("--lr 0.1 must be more than --min-lr 0.1"), std::string::npos) << err(c);
+}
+
 // reduce_lr_on_plateau by hand (torch's ReduceLROnPlateau rule): --lr 0.1, warmup 4 from 0.02
 // (step 0.02), patience 1, shrink 0.5, threshold 0.1 (better: < 0.9·best).
 TEST(ReduceLrOnPlateau, StepsByHand) {

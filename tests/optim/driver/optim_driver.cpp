@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
       if (s.contains("final_lr_scale")) sc.final_lr_scale = s["final_lr_scale"].get<double>();
       if (s.contains("max_lr")) sc.max_lr = s["max_lr"].get<double>();
       if (s.contains("shrink_min")) sc.shrink_min = s["shrink_min"].get<bool>();
+      if (s.contains("lr_deacy_period")) sc.lr_deacy_period = s["lr_deacy_period"].get<int64_t>();
+      if (s.contains("lr_decay")) sc.lr_decay = s["lr_decay"].get<double>();
+      if (s.contains("min_lr")) sc.min_lr = s["min_lr"].get<double>();
       if (s.contains("warmup_init_lr")) sc.warmup_init_lr = s["warmup_init_lr"].get<double>();
       if (s.contains("lr_threshold")) sc.lr_threshold = s["lr_threshold"].get<double>();
       if (s.contains("lr_patience")) sc.lr_patience = s["lr_patience"].get<int64_t>();
