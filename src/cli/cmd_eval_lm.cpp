@@ -113,6 +113,11 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--log-interval", "the progress display updates by time and tenths", true);
   add_ignored_flag(sub, "--no-progress-bar", "off a terminal the display is already periodic lines", false);
   add_ignored_flag(sub, "--log-file", "fairseq-eval-lm 0.12.2 writes nothing there either", true);
+  add_ignored_flag(sub, "--memory-efficient-fp16", "fairseq-eval-lm halves the model only with --fp16", false);
+  add_ignored_flag(sub, "--distributed-world-size", "evaluation runs in one process", true);
+  add_ignored_flag(sub, "--empty-cache-freq", "there is no accelerator memory cache to empty", true);
+  add_ignored_flag(sub, "--all-gather-list-size", "evaluation runs in one process", true);
+  add_one_value_flag(sub, "--model-parallel-size", "1", "stretch is data parallel only");
   add_one_value_flag(sub, "--dataset-impl", "mmap", "stretch reads fairseq's default format, MMIDIDX");
   run = [f] {
     apply_common_options(f->common);

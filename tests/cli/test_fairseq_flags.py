@@ -127,9 +127,14 @@ def main():
         p = run(cmd + [flag, value])
         check(p.returncode == 2 and f"{flag}: {value} is not allowed: only" in p.stderr and words in p.stderr,
               f"{cmd[1]} {flag} {value}: refused naming flag and value ({p.stderr.strip()[:200]!r})")
-    p = run(sin + ["--log-file", "somewhere.log"])
-    check(p.returncode == 0 and p.stderr.count("--log-file has no effect in stretch") == 1
-          and not os.path.exists("somewhere.log"), "eval-lm --log-file: reported once, nothing written (as fairseq)")
+    p = run(sin + ["--log-file", "somewhere.log", "--memory-efficient-fp16", "--distributed-world-size", "1",
+                   "--empty-cache-freq", "0", "--all-gather-list-size", "16384", "--model-parallel-size", "1"])
+    check(p.returncode == 0 and not os.path.exists("somewhere.log")
+          and [x for x in p.stdout.splitlines() if x.startswith("Loss")] == loss,
+          f"eval-lm: --log-file writes nothing (as fairseq-eval-lm), the others change nothing ({p.stderr[-200:]!r})")
+    for flag in ("--log-file", "--memory-efficient-fp16", "--distributed-world-size", "--empty-cache-freq",
+                 "--all-gather-list-size"):
+        check(p.stderr.count(f"{flag} has no effect in stretch") == 1, f"eval-lm {flag} reported once")
 
     sys.exit(finish())
 
