@@ -6,6 +6,7 @@
   successors of the previous one, so a tiny model learns something in a few updates.
 - `run(cmd, **kw)`: subprocess.run with captured text output and a 300 s bound.
 - `read_pty(master)`: everything a child wrote to a pseudo-terminal until it closed.
+- `USAGE_ERRORS`: the texts of stretch's (and bash's) usage errors, for tests of pasted commands.
 
 Import it from a test with `sys.path.insert(0, <tests/>)`; a test keeps its own failure list only
 when it needs several (none does today).
@@ -15,6 +16,12 @@ import random
 import subprocess
 
 failures = []
+
+# What stretch prints for a usage error about a command's flags (unknown flag, stray or blank
+# argument, refused value, bash's syntax error): a pasted command must never show one.
+USAGE_ERRORS = ("unknown flag", "stray argument", "unexpected argument", "a blank argument", "did you mean",
+                "is not allowed", "not in {", "--help for more information", "syntax error", "a space before",
+                "give --max-tokens or --batch-size", "command not found")
 
 
 def check(cond, what):

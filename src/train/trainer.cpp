@@ -477,20 +477,16 @@ void TrainingRun::resume(const std::string& from) {
   // --reset-optimizer: the optimizer state and num_updates are not restored (num_updates starts at
   //   0, so the schedule and --max-update count from 0), and neither is the best validation loss;
   // --reset-dataloader: epoch 1, batch 0; --reset-meters: the best loss and the epoch's meters go.
-  if (c.reset_optimizer) {
-    state_.num_updates = 0;
-    state_.best_loss = NAN;
-  }
-  // Written with --no-save-optimizer-state: fairseq's trainer.load_checkpoint then restores neither
-  // the optimizer nor num_updates (both are under its "last_optimizer_state is not None" branch),
-  // but the best loss and the data position still come back.
+  // A checkpoint written with --no-save-optimizer-state gets the same: fairseq's
+  // trainer.load_checkpoint restores the optimizer, num_updates and the scheduler only under its
+  // "last_optimizer_state is not None" branch; the best loss and the data position still come back.
   const bool no_optimizer_state = ck.format == models::kCheckpointFormat && ck.optimizer_scalars.is_null();
-  if (no_optimizer_state && !c.reset_optimizer) {
+  if (no_optimizer_state && !c.reset_optimizer)
     log_warning(from + " was saved with --no-save-optimizer-state: the optimizer and num_updates start afresh (the "
                 "schedule from update 0, as fairseq does); the weights, best loss and data position are restored");
-    state_.num_updates = 0;
-    state_.lr_plateau = optim::PlateauState{};
-  }
+  const bool fresh_optimizer = c.reset_optimizer || no_optimizer_state;
+  if (fresh_optimizer) state_.num_updates = 0;
+  if (c.reset_optimizer) state_.best_loss = NAN;
   if (state_.seed != c.seed)
     log_warning("resuming a run started with --seed " + std::to_string(state_.seed) + " with --seed " +
                 std::to_string(c.seed) + ": later batches and dropout masks differ from an uninterrupted run");
@@ -506,13 +502,13 @@ void TrainingRun::resume(const std::string& from) {
   }
   // reduce_lr_on_plateau: --reset-optimizer drops the reduced lr and the scheduler state (fairseq
   // loads neither), --reset-lr-scheduler the scheduler's best and epoch count (the lr stays).
-  if (c.reset_optimizer) {
+  if (fresh_optimizer) {
     state_.lr_plateau = optim::PlateauState{};
   } else if (c.reset_lr_scheduler) {
     state_.lr_plateau = optim::PlateauState{.lr = state_.lr_plateau.lr};
   }
   scheduler_->set_plateau(state_.lr_plateau);
-  if (!c.reset_optimizer && !no_optimizer_state) {
+  if (!fresh_optimizer) {
     optim::OptimizerState os;
     for (const auto& [name, t] : ck.file.tensors)
       if (name.rfind("optimizer.", 0) == 0) os.tensors.emplace_back(name.substr(10), t);

@@ -17,10 +17,10 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+from testlib import USAGE_ERRORS as USAGE  # noqa: E402
+
 README = os.path.join(HERE, "..", "..", "README.md")
-USAGE = ("unknown flag", "stray argument", "unexpected argument", "a blank argument", "did you mean",
-         "is not allowed", "not in {", "--help for more information", "syntax error", "a space before",
-         "give --max-tokens or --batch-size")
 DOCS = os.path.join(HERE, "..", "..", "docs")
 
 

@@ -34,10 +34,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import check, finish, synthetic_text  # noqa: E402
+from testlib import USAGE_ERRORS as USAGE, check, finish, synthetic_text  # noqa: E402
 
-USAGE = ("unknown flag", "stray argument", "unexpected argument", "a blank argument", "did you mean",
-         "is not allowed", "not in {", "--help for more information", "syntax error", "command not found")
 MISSING = ("not found", "no such file")
 
 # (seed file prefix, name, text as the seed prints it, repairs [(old, new)])
