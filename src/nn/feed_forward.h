@@ -1,6 +1,7 @@
 // nn/feed_forward.h — the position-wise FFN of a Transformer block:
 //   y [.., C] = fc2(dropout(act(fc1(x [.., C]))))   fc1 [F, C], fc2 [C, F] (fairseq: fc1, fc2)
-// ReLU runs as fc1's GEMM epilogue (one op, only its output kept for backward).
+// ReLU runs as fc1's GEMM epilogue (one op, only its output kept for backward); linear (fairseq's
+// identity) runs no op.
 #pragma once
 #include "nn/linear.h"
 #include "ops/activation.h"
@@ -21,8 +22,9 @@ struct FeedForward {
   }
   // activation_dropout: applied to the activations (p = 0 in evaluation).
   Var operator()(const Var& x, const ops::DropoutParams& activation_dropout) const {
-    Var h = activation == ops::Activation::Relu ? fc1(x, ops::LinearEpilogue::Relu)
-                                                : autograd::activation(fc1(x), activation);
+    Var h = activation == ops::Activation::Relu     ? fc1(x, ops::LinearEpilogue::Relu)
+            : activation == ops::Activation::Linear ? fc1(x)
+                                                    : autograd::activation(fc1(x), activation);
     h = autograd::dropout(h, activation_dropout);
     return fc2(h);
   }

@@ -17,16 +17,17 @@ Without the venv: tests/oracle_skip.py (a failure under CI=true, a loud skip els
     equal, --model-overrides add_bos_token false differs), the refusals (one line naming the flag).
 Usage: check_add_bos_token.py STRETCH_BINARY FAIRSEQ_VENV | check_add_bos_token.py STRETCH_BINARY --binary
 """
-import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.append(os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
 import oracle_skip  # noqa: E402
 
-DATA = os.path.join(HERE, "..", "fixtures", "fairseq", "data-bin")
+from checklib import DATA, compare_eval, fairseq_eval, run, stretch_eval, trajectory  # noqa: E402
+from testlib import check, finish  # noqa: E402
+
 MODEL = ("--arch transformer_lm --decoder-layers 2 --decoder-embed-dim 32 --decoder-input-dim 32 "
          "--decoder-output-dim 32 --decoder-normalize-before --decoder-ffn-embed-dim 64 "
          "--decoder-attention-heads 2 --dropout 0 --attention-dropout 0 --activation-dropout 0 "
@@ -34,67 +35,6 @@ MODEL = ("--arch transformer_lm --decoder-layers 2 --decoder-embed-dim 32 --deco
 FS_TRAIN = MODEL + ("--task language_modeling --cpu --optimizer adam --lr 0.005 --log-format json --log-interval 1 "
                     "--disable-validation --num-workers 0 --no-epoch-checkpoints").split()
 PROTOCOLS = (["--tokens-per-sample", "32"], ["--tokens-per-sample", "32", "--context-window", "16"])
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def run(cmd, ok=True, **kw):
-    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if p.returncode == -6 and "fairseq_cli.train | done training" in p.stdout + p.stderr and \
-            "terminate called without an active exception" in p.stderr:
-        # Real fairseq-train (the oracle, not stretch) once aborted in its interpreter's teardown
-        # after finishing and logging every update (a clean-clone CI on a loaded host, 2026-12-05;
-        # 3 reruns passed): run it once more rather than fail stretch's check on the oracle's exit.
-        print(f"note: {os.path.basename(cmd[0])} aborted after 'done training' (teardown); running it again")
-        p = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if ok and p.returncode != 0:
-        raise SystemExit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{p.stdout[-2000:]}{p.stderr[-3000:]}")
-    return p
-
-
-def fairseq_eval(py, ckpt, flags):
-    p = run([py, os.path.join(HERE, "fairseq_eval.py"), DATA, "--path", ckpt, "--cpu", "--gen-subset", "valid",
-             "--max-tokens", "4096"] + flags, env=dict(os.environ, STRETCH_FAIRSEQ_ALIBI="0"))
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def stretch_eval(stretch, model, flags, tmp):
-    rj, dump = os.path.join(tmp, "r.json"), os.path.join(tmp, "nll.tsv")
-    run([stretch, "eval-lm", DATA, "--path", model, "--gen-subset", "valid", "--results-json", rj,
-         "--dump-nll", dump, "--log-format", "none"] + flags)
-    with open(rj) as f:
-        r = json.load(f)
-    with open(dump) as f:
-        rows = [line.split("\t") for line in f.read().splitlines()[1:]]
-    r["nll"] = [float(x[2]) for x in sorted(rows, key=lambda x: int(x[0]))]
-    return r
-
-
-def compare_eval(fs, st, what):
-    rel = abs(st["loss_base2"] - fs["loss_base2"]) / fs["loss_base2"]
-    worst = max((abs(a - b) for a, b in zip(fs["nll"], st["nll"])), default=1.0)
-    # fairseq's "Evaluated N tokens" is sum(sample["ntokens"]): one <s> per block more than it scores.
-    check(rel <= 1e-6 and st["fairseq_ntokens"] == fs["tokens"] and st["count"] == len(fs["nll"]) and worst <= 5e-6,
-          f"{what}: fairseq-eval-lm {fs['loss_base2']:.9f} over {len(fs['nll'])} scored, 'Evaluated "
-          f"{fs['tokens']} tokens' vs stretch eval-lm {st['loss_base2']:.9f} over {st['count']}, "
-          f"{st['fairseq_ntokens']} (rel {rel:.1e}; per-token NLL worst {worst:.1e})")
-
-
-def trajectory(cmd, name, cwd=None):
-    p = run(cmd, cwd=cwd)
-    out = []
-    for line in (p.stdout + p.stderr).splitlines():
-        if "| train_inner | " in line:
-            d = json.loads(line.split("| train_inner | ", 1)[1])
-            out.append((int(float(d["num_updates"])), float(d["loss"]), float(d["wpb"]), float(d["bsz"])))
-    if not out:
-        raise SystemExit(f"FAIL: {name} logged no train_inner line:\n{(p.stdout + p.stderr)[-3000:]}")
-    return out
 
 
 def with_oracle(stretch, venv, tmp):
@@ -189,11 +129,7 @@ def main():
     usage = oracle_skip.fairseq_or_binary(__doc__, with_oracle, binary, "real fairseq-train / fairseq-eval-lm")
     if usage is not None:
         return usage
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        return 1
-    print("OK")
-    return 0
+    return finish("OK")
 
 
 if __name__ == "__main__":

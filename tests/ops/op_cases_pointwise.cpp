@@ -227,23 +227,31 @@ class DropoutRun : public OpRun {
 }  // namespace
 
 void add_activation_cases(std::vector<OpCase>& cases) {
-  const Tolerance exact{0, 0, "ReLU is a select: bitwise equal"};
+  const Tolerance exact{0, 0, "ReLU is a select, linear a copy: bitwise equal"};
   const Tolerance gelu{2e-6, 1e-5,
                        "libmvec erff/expf are ≤ 4 ulp (5e-7 relative) vs double erf/exp; cancellation in 1 + erf "
                        "near x = −4 leaves ~1e-6 absolute"};
+  const Tolerance tanh_based{2e-6, 1e-5,
+                             "libmvec tanhf is ≤ 4 ulp vs double tanh, and the float cubic ≤ 3 roundings; "
+                             "cancellation in 1 + tanh (gelu_accurate near x = −3) and 1 − tanh² leaves ~1e-6 absolute"};
   const int64_t ns[] = {1, 15, 17, 1000, 100003};
   uint64_t seed = 500;
   for (int64_t n : ns) {
-    for (Activation a : {Activation::Relu, Activation::Gelu}) {
+    for (Activation a : {Activation::Relu, Activation::Gelu, Activation::GeluAccurate, Activation::Tanh,
+                         Activation::Linear}) {
       const uint64_t sd = seed += 10;
       const float range = n > 1000 ? 8.f : 4.f;
-      cases.push_back(OpCase{.op = a == Activation::Relu ? "relu" : "gelu",
+      const std::string name = a == Activation::Linear ? "linear_activation" : activation_name(a);  // "linear": the layer
+      const Tolerance tol = a == Activation::Relu || a == Activation::Linear ? exact
+                            : a == Activation::Gelu                         ? gelu
+                                                                            : tanh_based;
+      cases.push_back(OpCase{.op = name,
                              .shape = "n=" + std::to_string(n),
-                             .tol = a == Activation::Relu ? exact : gelu,
+                             .tol = tol,
                              .make = [n, a, range, sd] { return std::make_unique<ActivationRun>(n, a, range, sd); }});
-      cases.push_back(OpCase{.op = a == Activation::Relu ? "relu(grad=)" : "gelu(grad=)",
+      cases.push_back(OpCase{.op = name + "(grad=)",
                              .shape = "n=" + std::to_string(n),
-                             .tol = a == Activation::Relu ? exact : gelu,
+                             .tol = tol,
                              .make = [n, a, range, sd] {
                                return std::make_unique<ActivationRun>(n, a, range, sd + 5, true);
                              }});
@@ -251,6 +259,11 @@ void add_activation_cases(std::vector<OpCase>& cases) {
   }
   cases.push_back(OpCase{.op = "gelu", .shape = "n=4194304", .tol = gelu,
                          .make = [] { return std::make_unique<ActivationRun>(4096 * 1024, Activation::Gelu, 4.f, 9); },
+                         .size = Size::Bench});
+  cases.push_back(OpCase{.op = "gelu_accurate", .shape = "n=4194304", .tol = tanh_based,
+                         .make = [] {
+                           return std::make_unique<ActivationRun>(4096 * 1024, Activation::GeluAccurate, 4.f, 9);
+                         },
                          .size = Size::Bench});
 }
 

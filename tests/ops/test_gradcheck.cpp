@@ -163,6 +163,9 @@ void check_activation(Activation act) {
 }
 TEST(GradCheck, Relu) { check_activation(Activation::Relu); }
 TEST(GradCheck, Gelu) { check_activation(Activation::Gelu); }
+TEST(GradCheck, GeluAccurate) { check_activation(Activation::GeluAccurate); }
+TEST(GradCheck, Tanh) { check_activation(Activation::Tanh); }
+TEST(GradCheck, LinearActivation) { check_activation(Activation::Linear); }
 
 TEST(GradCheck, Embedding) {
   const EmbeddingDims d{.n = 6, .v = 4, .c = 3};

@@ -265,6 +265,47 @@ TEST(KnownValues, Gelu) {
   EXPECT_EQ(g, 0.f);
 }
 
+TEST(KnownValues, TanhActivations) {
+  // fairseq's gelu_accurate ½x(1 + tanh(√(2/π)(x + 0.044715x³))) at ±1, ±3 (torch.nn.functional.gelu(x,
+  // approximate="tanh") prints the same: 0.8412, −0.1588, 2.9964, −0.0036); tanh(±1), tanh(±3).
+  const float x[4] = {1.f, -1.f, 3.f, -3.f};
+  const double ga[4] = {0.8411919906082768, -0.15880800939172324, 2.996362607918227, -0.0036373920817729943};
+  const double th[4] = {0.7615941559557649, -0.7615941559557649, 0.9950547536867305, -0.9950547536867305};
+  for (auto [act, want] : {std::pair{Activation::GeluAccurate, ga}, std::pair{Activation::Tanh, th}}) {
+    float y[4], yr[4], yl[4];
+    activation_forward(y, x, 4, act);
+    ref::activation_forward(yr, x, 4, act);
+    activation_forward(yl, x, 4, Activation::Linear);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_NEAR(y[i], want[i], 1e-6) << activation_name(act) << " " << x[i];
+      EXPECT_NEAR(yr[i], want[i], 1e-7) << activation_name(act) << " " << x[i];
+      EXPECT_EQ(yl[i], x[i]);
+    }
+  }
+  // Slopes at 1: gelu_accurate'(1) = 1.0829640838 (central difference of the formula in double),
+  // tanh'(1) = 1 − tanh²(1) = 0.4199743416; linear' = 1. Overwrite and accumulate.
+  const float one = 1.f, three = 3.f;
+  float g = 0.f;
+  activation_backward(&g, &three, &one, 1, Activation::GeluAccurate, GradInit::Overwrite);
+  EXPECT_NEAR(g, 3 * 1.0829640838, 1e-5);
+  g = 1.f;
+  activation_backward(&g, &one, &one, 1, Activation::Tanh);
+  EXPECT_NEAR(g, 1 + 0.4199743416, 1e-6);
+  g = 1.f;
+  activation_backward(&g, &three, &one, 1, Activation::Linear);
+  EXPECT_EQ(g, 4.f);
+}
+
+TEST(ActivationNames, FairseqNamesRoundTripAndGeluFastIsGeluAccurate) {
+  for (const char* name : {"relu", "gelu", "gelu_accurate", "tanh", "linear"}) {
+    const auto a = activation_from_name(name);
+    ASSERT_TRUE(a.has_value()) << name;
+    EXPECT_STREQ(activation_name(*a), name);
+  }
+  EXPECT_EQ(activation_from_name("gelu_fast"), Activation::GeluAccurate);
+  for (const char* name : {"swish", "relu_squared", "GELU", "", "gelu "}) EXPECT_FALSE(activation_from_name(name)) << name;
+}
+
 TEST(KnownValues, LayerNorm) {
   // x = [1, 2, 3, 4]: mean 2.5, biased var 1.25.
   const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 1}, b[4] = {0, 0, 0, 1};

@@ -61,9 +61,12 @@ def _tokens(dump, path, key, V):
     return t.to(torch.int64)
 
 
-def check(checkpoint: str, dump_path: str, rtol: float):
-    """-> list of Row (one per compared tensor, plus failures for missing/extra gradients)."""
+def check(checkpoint: str, dump_path: str, rtol: float, cfg_change=None):
+    """-> list of Row (one per compared tensor, plus failures for missing/extra gradients).
+    cfg_change: LMConfig fields to change in the oracle (a driver's proof that a case can fail)."""
     model = TransformerLM.from_checkpoint(checkpoint)
+    for key, value in (cfg_change or {}).items():
+        setattr(model.cfg, key, value)
     cfg = model.cfg
     dump, meta = load_file(dump_path)
     update = int(meta["step"]) if "step" in meta else None  # a training forward at this update (slope warm-up)

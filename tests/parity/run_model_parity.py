@@ -11,6 +11,7 @@ right-padded with 3 pad tokens, dropout 0):
   <pos>-postnorm-tied    post-norm, output tied to the embedding    for each --pos
   sinusoidal-gelu-nofinalnorm-noscale   pre-norm without final norm, exact GELU, no √C scale
   alibi-gelu-nofinalnorm-noscale        the same with ALiBi
+  alibi-gelu-accurate, sinusoidal-tanh-postnorm-tied, learned-linear   fairseq's other activations
   layernorm-embedding-*   --layernorm-embedding with alibi, sinusoidal post-norm tied, learned unscaled
   alibi-v-*   the ALiBi variants of issue 15 (VARIANTS below: slope list, groups, layer scale,
               learnable slopes with each shape, log/clipped shapes, slope warm-up at update 4 of 10,
@@ -44,6 +45,9 @@ POS = ("alibi", "sinusoidal", "learned", "rope", "t5", "none")
 BASE = {"vocab_size": 50, "decoder_layers": 2, "decoder_embed_dim": 48, "decoder_ffn_embed_dim": 96,
         "decoder_attention_heads": 6, "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
 RTOL = 1e-4
+# The activations each case of fairseq's other activations must fail against (the tanh GELU is
+# within 1e-3 of the exact one: the case's dump must tell them apart).
+CONTROLS = {"gelu_accurate": ("gelu", "relu"), "tanh": ("gelu_accurate",), "linear": ("relu",)}
 # ALiBi variants (issue 15), pre-norm untied; "_step": the update number of the training forward.
 VARIANTS = {
     "alibi-v-slope-list": {"alibi_slopes": "0.5,0.25,0.125,0.0625,0.03125,0.015625"},  # the blog's 1/2^i
@@ -82,6 +86,17 @@ def cases():
         out[f"{pos}-gelu-nofinalnorm-noscale"] = dict(BASE, pos=pos, decoder_normalize_before=True,
                                                       no_decoder_final_norm=True, no_scale_embedding=True,
                                                       activation_fn="gelu")
+    # fairseq's other --activation-fn choices: its tanh GELU (gelu_accurate), tanh, linear (the identity).
+    # "_bias_noise": biases uniform(-S, S) after init, so fc1's outputs reach |x| ~ 2, where the tanh GELU
+    # and the exact one differ by ~1e-3 (at init's |x| < 0.5 they agree to 2e-5, under the tolerance);
+    # "_not": the oracle with this activation must fail the same dump (RUN_CONTROLS).
+    out["alibi-gelu-accurate"] = dict(BASE, pos="alibi", decoder_normalize_before=True, activation_fn="gelu_accurate",
+                                      _bias_noise=2.0)
+    out["sinusoidal-tanh-postnorm-tied"] = dict(BASE, pos="sinusoidal", decoder_normalize_before=False,
+                                                share_decoder_input_output_embed=True, activation_fn="tanh",
+                                                _bias_noise=2.0)
+    out["learned-linear"] = dict(BASE, pos="learned", decoder_normalize_before=True, activation_fn="linear",
+                                 max_target_positions=16, _bias_noise=2.0)
     # --decoder-input-dim / --decoder-output-dim (project_in_dim, project_out_dim; issue 12): both
     # untied, both equal and tied (the table [V, 32] serves input and output), input only.
     out["alibi-project-dims-untied"] = dict(BASE, pos="alibi", decoder_normalize_before=True,
@@ -125,12 +140,21 @@ def run_case(tool, name, model, workdir, seed):
     model = dict(model)
     seed = model.pop("_seed", seed)  # a case may fix its batch (the adaptive_loss quirk needs certain targets)
     step = model.pop("_step", 0)
+    bias_noise = model.pop("_bias_noise", 0.0)
     cmd = [tool, "--model-json", json.dumps(model), "--batch", "3", "--len", "16", "--pad", "3",
-           "--seed", str(seed), "--step", str(step), "--checkpoint", ckpt, "--dump", dump]
+           "--seed", str(seed), "--step", str(step), "--checkpoint", ckpt, "--dump", dump,
+           "--bias-noise", str(bias_noise)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise InputError(tool, f"exit {p.returncode} for case {name}: {p.stderr.strip()}")
     rows = check_transformer_lm.check(ckpt, dump, RTOL)
+    for wrong in CONTROLS.get(model.get("activation_fn"), ()):
+        bad = check_transformer_lm.check(ckpt, dump, RTOL, {"activation": wrong})
+        if all(r.ok for r in bad):
+            raise InputError(dump, f"case {name}: the dump also passes the oracle with activation {wrong}: "
+                                   "this case cannot tell the two apart")
+        print(f"{name}: control: the oracle with {wrong} fails it "
+              f"(worst {max(r.rel_err for r in bad):.1e} > {RTOL:g})")
     if model.get("criterion") == "adaptive_loss":
         # The batch must hold targets whose tail-local index is pad (fairseq's ignore_index quirk),
         # or the quirk would go unchecked.

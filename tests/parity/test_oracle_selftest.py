@@ -333,7 +333,7 @@ def test_model_by_hand():
 
 
 def _gradcheck_cfgs():
-    # Every position method, plus the switches: post-norm, tied, gelu, no embedding scale,
+    # Every position method, plus the switches: post-norm, tied, every activation, no embedding scale,
     # no final norm, non-power-of-2 heads (H = 3) and H = 4.
     return [
         fx.small_config("alibi"),
@@ -343,6 +343,9 @@ def _gradcheck_cfgs():
         fx.small_config("rope", heads=2, embed_dim=8, activation="gelu"),
         fx.small_config("t5", normalize_before=False),
         fx.small_config("none", share_io=True),
+        fx.small_config("alibi", activation="gelu_accurate"),
+        fx.small_config("sinusoidal", activation="tanh", normalize_before=False),
+        fx.small_config("learned", activation="linear"),
     ]
 
 

@@ -166,7 +166,7 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
     kv_b("add_bos_token", c.add_bos_token);  // the task flag (fairseq-eval-lm still needs --add-bos-token)
     kv_b("decoder_learned_pos", c.pos == PosMethod::Learned);
     kv_b("no_token_positional_embeddings", c.pos == PosMethod::None);
-    kv_s("activation_fn", c.activation_fn == ops::Activation::Gelu ? "gelu" : "relu");
+    kv_s("activation_fn", ops::activation_name(c.activation_fn));
     kv_i("tokens_per_sample", c.tokens_per_sample);
     kv_i("max_target_positions", c.max_target_positions);
     kv_f("dropout", c.dropout);

@@ -409,9 +409,10 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
   c.activation_dropout = static_cast<float>(num(m, "activation_dropout", num(m, "relu_dropout", 0.0)));
   c.tokens_per_sample = static_cast<int64_t>(num(m, "tokens_per_sample", 512));
   const std::string act = m.contains("activation_fn") && m["activation_fn"].is_string() ? m["activation_fn"].get<std::string>() : "relu";
-  if (act != "relu" && act != "gelu")
-    fail_input(path, "activation_fn '" + act + "' is not one stretch has", "stretch has relu and gelu");
-  c.activation_fn = act == "gelu" ? ops::Activation::Gelu : ops::Activation::Relu;
+  const auto activation = ops::activation_from_name(act);
+  if (!activation)
+    fail_input(path, "activation_fn '" + act + "' is not one stretch has", "stretch has " + ops::activation_choices());
+  c.activation_fn = *activation;
   const bool no_pos = flag(m, "no_token_positional_embeddings", false);
   const bool learned = flag(m, "decoder_learned_pos", false);
   c.pos = no_pos ? PosMethod::None : learned ? PosMethod::Learned : PosMethod::Sinusoidal;

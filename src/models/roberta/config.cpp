@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "models/activation_field.h"
 #include "models/apply_model_config.h"
 #include "models/transformer_lm/config.h"
 
@@ -34,15 +35,6 @@ EncoderCriterion parse_encoder_criterion(const std::string& s) {
              "use --criterion masked_lm (or leave it out) with --task masked_lm");
 }
 
-namespace {
-const char* activation_text(ops::Activation a) { return a == ops::Activation::Gelu ? "gelu" : "relu"; }
-ops::Activation parse_activation_text(const std::string& a) {
-  if (a == "relu") return ops::Activation::Relu;
-  if (a == "gelu") return ops::Activation::Gelu;
-  fail_usage("--activation-fn: unknown activation '" + a + "'", "use relu or gelu");
-}
-}  // namespace
-
 const std::vector<Field<RobertaConfig>>& RobertaConfig::fields() {
   using C = RobertaConfig;
   using R = FieldRole;
@@ -60,8 +52,7 @@ const std::vector<Field<RobertaConfig>>& RobertaConfig::fields() {
       boolean(&C::encoder_normalize_before,
               {.key = "encoder_normalize_before", .flag = "--encoder-normalize-before",
                .help = "pre-norm encoder blocks and a final LayerNorm (RoBERTa's default: post-norm)"}),
-      choice(&C::activation_fn, activation_text, parse_activation_text, {ops::Activation::Relu, ops::Activation::Gelu},
-             {.key = "activation_fn", .flag = "--activation-fn", .help = "FFN activation"}),
+      activation_field(&C::activation_fn),
       choice(&C::pos, encoder_pos_name, parse_encoder_pos,
              {EncoderPos::Alibi, EncoderPos::Sinusoidal, EncoderPos::Learned, EncoderPos::None},
              {.key = "pos", .flag = "--pos", .help = "position method"}),

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "models/activation_field.h"
 #include "models/apply_model_config.h"
 #include "models/transformer_lm/alibi_variants.h"
 
@@ -99,12 +100,6 @@ std::vector<int64_t> parse_cutoffs(const std::string& text, const char* flag, co
   return out;
 }
 
-const char* activation_name(ops::Activation a) { return a == ops::Activation::Gelu ? "gelu" : "relu"; }
-ops::Activation parse_activation(const std::string& a) {
-  if (a == "relu") return ops::Activation::Relu;
-  if (a == "gelu") return ops::Activation::Gelu;
-  fail_usage("--activation-fn: unknown activation '" + a + "'", "use relu or gelu");
-}
 }  // namespace
 
 const std::vector<Field<TransformerLMConfig>>& TransformerLMConfig::fields() {
@@ -137,8 +132,7 @@ const std::vector<Field<TransformerLMConfig>>& TransformerLMConfig::fields() {
       boolean(&C::layernorm_embedding,
               {.key = "layernorm_embedding", .flag = "--layernorm-embedding",
                .help = "a LayerNorm (decoder.layernorm_embedding) on the scaled embedding plus positions, before dropout"}),
-      choice(&C::activation_fn, activation_name, parse_activation, {ops::Activation::Relu, ops::Activation::Gelu},
-             {.key = "activation_fn", .flag = "--activation-fn", .help = "FFN activation"}),
+      activation_field(&C::activation_fn),
       choice(&C::pos, pos_method_name, parse_pos_method,
              {PosMethod::Alibi, PosMethod::Sinusoidal, PosMethod::Learned, PosMethod::Rope, PosMethod::T5,
               PosMethod::None},

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from . import alibi_variants as AV
 from . import positions as P
-from .model import LN_EPS
+from .model import ACTIVATIONS, LN_EPS
 
 
 def _ln(p, name, x):
@@ -70,7 +70,7 @@ def features_with_memory(cfg, p, src_tokens, mem, bug=None):
     allowed = causal[None, None] & ~key_pad[:, None, None, :]      # [B, 1, T, S+T]
     row_ok = allowed.any(-1, keepdim=True)
     H, D, C = cfg.heads, cfg.head_dim, cfg.embed_dim
-    act = F.relu if cfg.activation == "relu" else F.gelu
+    act = ACTIVATIONS[cfg.activation]
     inputs = []
     for n in range(cfg.layers):
         pre = f"decoder.layers.{n}."

@@ -34,7 +34,10 @@ from .errors import InputError
 from .safetensors_io import load_file
 
 POS_METHODS = ("alibi", "sinusoidal", "learned", "rope", "t5", "none")
-ACTIVATIONS = ("relu", "gelu")
+# fairseq's --activation-fn choices (utils.get_activation_fn), each as torch writes it: "gelu" is the exact
+# erf form, "gelu_accurate" (old name "gelu_fast") torch's tanh approximation, "linear" the identity.
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_accurate": lambda x: F.gelu(x, approximate="tanh"),
+               "gelu_fast": lambda x: F.gelu(x, approximate="tanh"), "tanh": torch.tanh, "linear": lambda x: x}
 LN_EPS = 1e-5  # fairseq LayerNorm, REFERENCE §2.1 and §7.1
 
 
@@ -210,7 +213,7 @@ class LMConfig:
         if self.pos not in POS_METHODS:
             raise InputError(f"{where} key 'pos'", f"unknown position method {self.pos!r}", f"one of {POS_METHODS}")
         if self.activation not in ACTIVATIONS:
-            raise InputError(f"{where} key 'activation_fn'", f"unsupported {self.activation!r}", f"one of {ACTIVATIONS}")
+            raise InputError(f"{where} key 'activation_fn'", f"unsupported {self.activation!r}", f"one of {tuple(ACTIVATIONS)}")
         for k in ("layers", "embed_dim", "ffn_dim", "heads", "vocab_size"):
             if getattr(self, k) < 1:
                 raise InputError(where, f"{k} = {getattr(self, k)} must be >= 1")
@@ -362,7 +365,7 @@ def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor, update=None)
             return None, P.rope_cos_sin(T, cfg.head_dim, cfg.rope_base, dtype)
         return None, None
 
-    act = F.relu if cfg.activation == "relu" else F.gelu  # fairseq "gelu" is the exact erf form
+    act = ACTIVATIONS[cfg.activation]
     for n in range(cfg.layers):
         pre = f"decoder.layers.{n}."
         r = x

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from .errors import InputError
+from .model import ACTIVATIONS
 from .positions import alibi_slopes, make_positions, sinusoidal_embedding
 from .safetensors_io import load_file
 
@@ -47,7 +48,7 @@ def _lin(x, p, name):
 
 
 def _act(cfg, x):
-    return F.gelu(x) if cfg.get("activation_fn", "gelu") == "gelu" else F.relu(x)
+    return ACTIVATIONS[cfg.get("activation_fn", "gelu")](x)
 
 
 def _attention(cfg, p, layer, x, key_pad):

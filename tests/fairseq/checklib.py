@@ -1,0 +1,74 @@
+"""What the checks against real fairseq share: running a command (real fairseq-train once more when
+only its interpreter's teardown aborted), fairseq-eval-lm and stretch eval-lm on the fixture data-bin
+as JSON, their comparison, and fairseq-train's / stretch train's train_inner rows. The ok/FAIL lines
+are tests/testlib.py's check() and finish()."""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import check  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "fixtures", "fairseq", "data-bin")
+def run(cmd, ok=True, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode == -6 and "fairseq_cli.train | done training" in p.stdout + p.stderr and \
+            "terminate called without an active exception" in p.stderr:
+        # Real fairseq-train (the oracle, not stretch) once aborted in its interpreter's teardown
+        # after finishing and logging every update (a clean-clone CI on a loaded host, 2026-12-05;
+        # 3 reruns passed): run it once more rather than fail stretch's check on the oracle's exit.
+        print(f"note: {os.path.basename(cmd[0])} aborted after 'done training' (teardown); running it again")
+        p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if ok and p.returncode != 0:
+        raise SystemExit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{p.stdout[-2000:]}{p.stderr[-3000:]}")
+    return p
+
+
+def fairseq_eval(py, ckpt, flags):
+    """Real fairseq-eval-lm on the valid set (fairseq_eval.py): {"loss_base2", "tokens", "nll"}."""
+    p = run([py, os.path.join(HERE, "fairseq_eval.py"), DATA, "--path", ckpt, "--cpu", "--gen-subset", "valid",
+             "--max-tokens", "4096"] + flags, env=dict(os.environ, STRETCH_FAIRSEQ_ALIBI="0"))
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def stretch_eval(stretch, model, flags, tmp):
+    """stretch eval-lm on the valid set: its --results-json, plus "nll" (per-token, stream order)."""
+    rj, dump = os.path.join(tmp, "r.json"), os.path.join(tmp, "nll.tsv")
+    run([stretch, "eval-lm", DATA, "--path", model, "--gen-subset", "valid", "--results-json", rj,
+         "--dump-nll", dump, "--log-format", "none"] + flags)
+    with open(rj) as f:
+        r = json.load(f)
+    with open(dump) as f:
+        rows = [line.split("\t") for line in f.read().splitlines()[1:]]
+    r["nll"] = [float(x[2]) for x in sorted(rows, key=lambda x: int(x[0]))]
+    return r
+
+
+def compare_eval(fs, st, what):
+    """fairseq-eval-lm's result = stretch eval-lm's: loss 1e-6 relative, the same counts, per-token NLLs
+    within 5e-6 (fairseq logs ln p to 6 decimals; float32 NLLs of ~10 nats differ by ~1e-6)."""
+    rel = abs(st["loss_base2"] - fs["loss_base2"]) / fs["loss_base2"]
+    worst = max((abs(a - b) for a, b in zip(fs["nll"], st["nll"])), default=1.0)
+    # fairseq's "Evaluated N tokens" is sum(sample["ntokens"]): with --add-bos-token one <s> per block more
+    # than it scores (stretch's results then hold fairseq_ntokens).
+    ntokens = st.get("fairseq_ntokens", st["count"])
+    check(rel <= 1e-6 and ntokens == fs["tokens"] and st["count"] == len(fs["nll"]) and worst <= 5e-6,
+          f"{what}: fairseq-eval-lm {fs['loss_base2']:.9f} over {len(fs['nll'])} scored, 'Evaluated "
+          f"{fs['tokens']} tokens' vs stretch eval-lm {st['loss_base2']:.9f} over {st['count']}, "
+          f"{ntokens} (rel {rel:.1e}; per-token NLL worst {worst:.1e})")
+    return rel
+
+
+def trajectory(cmd, name, cwd=None):
+    """The (num_updates, loss, wpb, bsz) of each train_inner line of a --log-format json run."""
+    p = run(cmd, cwd=cwd)
+    out = []
+    for line in (p.stdout + p.stderr).splitlines():
+        if "| train_inner | " in line:
+            d = json.loads(line.split("| train_inner | ", 1)[1])
+            out.append((int(float(d["num_updates"])), float(d["loss"]), float(d["wpb"]), float(d["bsz"])))
+    if not out:
+        raise SystemExit(f"FAIL: {name} logged no train_inner line:\n{(p.stdout + p.stderr)[-3000:]}")
+    return out
