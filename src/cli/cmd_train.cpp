@@ -86,6 +86,9 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--batch-size-valid", c.batch_size_valid)->transform(int_at_least(0, "0: as --batch-size"));
   sub.add_option("--update-freq", c.update_freq, "accumulate gradients over N batches per update")
       ->transform(int_at_least(1, "batches per update"))->capture_default_str();
+  sub.add_flag("--skip-remainder-batch", c.skip_remainder_batch,
+               "each epoch drops its last batch and then the batches after the last whole --update-freq group "
+               "(fairseq's flag)");
   sub.add_option("--max-update", c.max_update, "stop after N updates (0: no limit)")
       ->transform(int_at_least(0, "0: no limit"));
   sub.add_option("--max-epoch", c.max_epoch, "stop after N epochs (0: no limit)")->transform(int_at_least(0, "0: no limit"));
@@ -132,6 +135,14 @@ void add_train(CLI::App& sub, Runner& run) {
                  "keep the N best checkpoint.best_<metric>_X.pt files (fairseq's names)")
       ->transform(int_at_least(-1, "-1 or 0: none"));
   sub.add_option("--restore-file", c.restore_file)->capture_default_str();
+  sub.add_option("--checkpoint-suffix", c.checkpoint_suffix,
+                 "written before \".pt\" in every checkpoint name (checkpoint_last-S.pt, ...), and looked for on "
+                 "resume (fairseq's flag)")
+      ->check([](const std::string& s) {
+        return s.find('/') == std::string::npos && s.find(".pt") == std::string::npos
+                   ? std::string()
+                   : "'" + s + "': the suffix of a file name in --save-dir may hold neither '/' nor \".pt\"";
+      });
   sub.add_flag("--reset-optimizer", c.reset_optimizer,
                "restore the weights, not the optimizer state: num_updates starts at 0 (fairseq), the best loss is forgotten");
   sub.add_flag("--reset-dataloader", c.reset_dataloader, "restore the weights but start at epoch 1, batch 0");
@@ -252,6 +263,10 @@ void add_train(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--heartbeat-timeout", "mpirun watches the processes", true);
   add_ignored_flag(sub, "--distributed-no-spawn", "mpirun starts the processes", false);
   add_ignored_flag(sub, "--on-cpu-convert-precision", "weights and optimizer state stay fp32", false);
+  // fairseq seeds torch before each validation with it; stretch's validation draws no random number
+  // (no dropout in evaluation, batches in order) and each update's dropout is seeded by (seed, update).
+  add_ignored_flag(sub, "--fixed-validation-seed",
+                   "nothing in validation draws from a generator it would seed (no dropout in evaluation)", true);
   add_one_value_flag(sub, "--dataset-impl", "mmap", "stretch reads fairseq's default format, MMIDIDX");
   add_one_value_flag(sub, "--model-parallel-size", "1", "stretch is data parallel only");
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
+#include <string_view>
 #include <utility>
 
 #include "data/numpy_random.h"
@@ -19,13 +20,24 @@ constexpr int kHashBits = 61;
 constexpr uint64_t kHashModulus = (uint64_t{1} << kHashBits) - 1;  // CPython's _PyHASH_MODULUS
 constexpr int64_t kHashInf = 314159;
 
-// The files checkpoint.best_<metric>_<value>.pt of save_dir, as fairseq's checkpoint_paths
-// reads them: the value (with the tie digit glued on) and the path, largest value first.
+// A regular expression matching `text` literally.
+std::string regex_literal(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(ch) != std::string_view::npos) out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+// The files checkpoint.best_<metric>_<value><suffix>.pt of save_dir, as fairseq's checkpoint_paths
+// reads them: the value (with the tie digit glued on) and the path, largest value first. (fairseq
+// puts the suffix into its pattern unescaped; here it is matched literally.)
 std::vector<std::pair<double, fs::path>> best_files(const KeepBestParams& p) {
   std::vector<std::pair<double, fs::path>> out;
   std::error_code ec;
   if (!fs::is_directory(p.save_dir, ec)) return out;
-  const std::regex pattern("checkpoint\\.best_" + p.metric + "_(\\d+\\.?\\d*)\\.pt");
+  const std::regex pattern("checkpoint\\.best_" + p.metric + "_(\\d+\\.?\\d*)" + regex_literal(p.suffix) + "\\.pt");
   for (const auto& e : fs::directory_iterator(p.save_dir, ec)) {
     const std::string name = e.path().filename().string();
     std::smatch m;

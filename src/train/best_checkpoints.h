@@ -31,12 +31,14 @@ struct KeepBestParams {
   std::string metric = "loss";  // --best-checkpoint-metric
   bool maximize = false;        // --maximize-best-checkpoint-metric
   int64_t keep = 0;             // --keep-best-checkpoints (<= 0: off)
+  std::string suffix;           // --checkpoint-suffix: only files ending in suffix + ".pt" are counted
 };
 
-// The file name to write for this validation ("" when fairseq would not write one). `best` is
+// The file name to write for this validation, before the --checkpoint-suffix the trainer inserts into
+// every name ("" when fairseq would not write one). `best` is
 // save_checkpoint.best after this validation (the running best, this value included).
 std::string keep_best_name(const KeepBestParams& p, int64_t epoch, int64_t updates, double value, double best);
-// Removes all but the best `keep` checkpoint.best_<metric>_*.pt files of save_dir.
+// Removes all but the best `keep` checkpoint.best_<metric>_*<suffix>.pt files of save_dir.
 void prune_best(const KeepBestParams& p);
 
 }  // namespace stretch::train

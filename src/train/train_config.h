@@ -81,6 +81,9 @@ struct TrainConfig {
   int64_t max_tokens_valid = 0;
   int64_t batch_size_valid = 0;
   int64_t update_freq = 1;
+  // fairseq's --skip-remainder-batch: each epoch drops its last batch (the shard's, on one process), then
+  // the batches after the last whole group of --update-freq (epoch_batches_used()).
+  bool skip_remainder_batch = false;
   int64_t max_update = 0;
   int64_t max_epoch = 0;
   uint64_t seed = 1;
@@ -106,6 +109,7 @@ struct TrainConfig {
   int64_t keep_interval_updates = -1;
   int64_t keep_best_checkpoints = -1;  // fairseq's: keep the N best checkpoint.best_<metric>_X.pt (train/best_checkpoints.h)
   std::string restore_file = "checkpoint_last.pt";  // fairseq: this name is looked up in save_dir
+  std::string checkpoint_suffix;  // fairseq's --checkpoint-suffix: before ".pt" in every name written or restored
   bool reset_optimizer = false;
   bool reset_dataloader = false;          // resume at epoch 1, batch 0
   bool reset_meters = false;              // forget the best validation loss and the meters

@@ -141,18 +141,34 @@ std::string read_text_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-std::string ckpt_path(const TrainConfig& c, const std::string& name) { return (fs::path(c.save_dir) / name).string(); }
+// fairseq's --checkpoint-suffix S: name.replace(".pt", S + ".pt"), Python's str.replace (every ".pt";
+// the names stretch writes have one, at the end).
+std::string with_suffix(const std::string& name, const std::string& suffix) {
+  if (suffix.empty()) return name;
+  std::string out;
+  size_t from = 0;
+  for (size_t at; (at = name.find(".pt", from)) != std::string::npos; from = at + 3) out += name.substr(from, at - from) + suffix + ".pt";
+  return out + name.substr(from);
+}
 
-// fairseq's retention: keep the newest N checkpoint_E_U.pt (--keep-interval-updates, by
-// update) and checkpointE.pt (--keep-last-epochs, by epoch).
+// The path in --save-dir of fairseq's checkpoint `name` (checkpoint_last.pt, ...) with --checkpoint-suffix.
+std::string ckpt_path(const TrainConfig& c, const std::string& name) {
+  return (fs::path(c.save_dir) / with_suffix(name, c.checkpoint_suffix)).string();
+}
+
+// fairseq's retention: keep the newest N checkpoint_E_U<suffix>.pt (--keep-interval-updates, by
+// update) and checkpointE<suffix>.pt (--keep-last-epochs, by epoch); other suffixes are not touched.
 void prune(const TrainConfig& c) {
+  const std::string tail = c.checkpoint_suffix + ".pt";
   auto prune_matching = [&](bool interval, int64_t keep) {
     if (keep < 0 || !fs::exists(c.save_dir)) return;
     std::vector<std::pair<int64_t, fs::path>> found;
     for (const auto& e : fs::directory_iterator(c.save_dir)) {
       const std::string n = e.path().filename().string();
-      if (n.rfind("checkpoint", 0) != 0 || e.path().extension() != ".pt") continue;
-      const std::string mid = n.substr(10, n.size() - 13);
+      if (n.rfind("checkpoint", 0) != 0 || n.size() < 10 + tail.size() ||
+          n.compare(n.size() - tail.size(), tail.size(), tail) != 0)
+        continue;
+      const std::string mid = n.substr(10, n.size() - 10 - tail.size());
       if (mid.empty() || mid == "_last" || mid == "_best") continue;
       const bool is_interval = mid[0] == '_';
       if (is_interval != interval) continue;
@@ -221,9 +237,11 @@ std::string restore_path(TrainConfig& c) {
     const std::string p = ckpt_path(c, kDefaultRestoreFile);
     return fs::exists(p) ? p : std::string();
   }
-  if (fs::exists(c.restore_file)) return c.restore_file;
+  const std::string file = with_suffix(c.restore_file, c.checkpoint_suffix);  // fairseq's replace, as given
+  if (fs::exists(file)) return file;
   if (fs::exists(ckpt_path(c, c.restore_file))) return ckpt_path(c, c.restore_file);
-  fail_input(c.restore_file, "--restore-file not found (also not in --save-dir " + c.save_dir + ")",
+  fail_input(file, "--restore-file not found (also not in --save-dir " + c.save_dir + ")" +
+                       (c.checkpoint_suffix.empty() ? "" : " (the name with --checkpoint-suffix " + c.checkpoint_suffix + ")"),
              "give the path of a checkpoint written by `stretch train`, or leave --restore-file out to start afresh");
 }
 
@@ -245,7 +263,7 @@ class TrainingRun {
   bool better(double a, double b) const { return c_.maximize_best_checkpoint_metric ? a > b : a < b; }
   KeepBestParams keep_best_params() const {
     return {.save_dir = c_.save_dir, .metric = c_.best_checkpoint_metric, .maximize = c_.maximize_best_checkpoint_metric,
-            .keep = c_.keep_best_checkpoints};
+            .keep = c_.keep_best_checkpoints, .suffix = c_.checkpoint_suffix};
   }
   void after_update(const UpdateResult& r, double step_seconds, int64_t done);
   int stop_requested();
@@ -303,6 +321,17 @@ class TrainingRun {
   int64_t log_updates_ = 0;
   std::vector<std::pair<std::string, double>> log_metrics_;  // the family's train_metrics(), summed over the interval
 };
+
+// The batches of an epoch of `nb` (this shard's) that training consumes. fairseq 0.12.2's
+// --skip-remainder-batch: EpochBatchIterator takes len(batch_sampler) − 1 batches (its "lazy
+// implementation": the last one goes even when full; the count is the global one, so with several
+// shards, each no longer than it, nothing goes there), then GroupedIterator keeps ⌊n / update_freq⌋
+// whole groups.
+int64_t epoch_batches_used(int64_t nb, int64_t update_freq, bool skip_remainder_batch, int shard_count) {
+  if (!skip_remainder_batch) return nb;
+  const int64_t taken = shard_count == 1 ? std::max<int64_t>(nb - 1, 0) : nb;
+  return taken / update_freq * update_freq;
+}
 
 // The groups of --update-freq batches of an epoch of `nb` batches (fairseq's GroupedIterator length),
 // and how many of them `next_batch` has consumed.
@@ -748,7 +777,8 @@ int TrainingRun::stop_requested() {
     sig = s > 0 ? (sig != 0 ? sig : SIGTERM) : 0;
   }
   if (sig == 0) return 0;
-  log_warning("received signal " + std::to_string(sig) + ": saving checkpoint_last.pt and stopping");
+  log_warning("received signal " + std::to_string(sig) + ": saving " + ckpt_path(c_, "checkpoint_last.pt") +
+              " and stopping");
   save({"checkpoint_last.pt"}, state_.epoch, NAN);
   return 128 + sig;
 }
@@ -811,7 +841,12 @@ int TrainingRun::run() {
       break;
     }
     train_split_->set_epoch(state_.epoch);
-    const int64_t nb = train_split_->num_batches();
+    const int64_t nb_all = train_split_->num_batches();
+    const int64_t nb = epoch_batches_used(nb_all, c.update_freq, c.skip_remainder_batch, world_.size());
+    if (c.skip_remainder_batch && nb == 0)
+      fail_usage("--skip-remainder-batch leaves no batch to train on in epoch " + std::to_string(state_.epoch) + " (" +
+                     std::to_string(nb_all) + " batches, --update-freq " + std::to_string(c.update_freq) + ")",
+                 "lower --update-freq or --max-tokens / --batch-size, or leave --skip-remainder-batch out");
     if (state_.next_batch > nb)
       fail_input(c.data, "the checkpoint is at batch " + std::to_string(state_.next_batch) + " of epoch " +
                              std::to_string(state_.epoch) + ", which has only " + std::to_string(nb) + " batches",

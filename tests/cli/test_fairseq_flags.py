@@ -110,7 +110,7 @@ def main():
     tr = [b, "train", DATA, "--arch", "transformer_lm_tiny", "--max-tokens", "64", "--dump-config"]
     ignored = {"--threshold-loss-scale": "1", "--min-loss-scale": "1e-4", "--empty-cache-freq": "1",
                "--all-gather-list-size": "16384", "--heartbeat-timeout": "30", "--distributed-no-spawn": None,
-               "--on-cpu-convert-precision": None}
+               "--on-cpu-convert-precision": None, "--fixed-validation-seed": "7"}
     args = [x for f, v in ignored.items() for x in ([f] if v is None else [f, v])]
     p = run(tr + args + ["--dataset-impl", "mmap", "--model-parallel-size", "1"])
     base = run(tr)
