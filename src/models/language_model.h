@@ -16,6 +16,9 @@
 //     none); it is in the gradient, not in the logged loss. after_step(): called after every
 //     applied optimizer step (e.g. clamping). train_metrics(): extra (key, value) pairs of the
 //     last training forward that the train log averages over updates (Adaptive Span's avg_span).
+//     take_unused_params(): the parameters no training forward since the last call used (LayerDrop's
+//     skipped blocks), then forgets them; train_update() leaves them out of the optimizer step, as
+//     fairseq's optimizers skip a parameter whose .grad is None.
 //   * new_segment_state(use): state carried across calls. Generation (SegmentUse::Decode): the
 //     KV cache; Memory: evaluation over consecutive segments keeping the last M tokens (a family
 //     whose positions are absolute refuses with a usage error); Training: memory across
@@ -94,6 +97,7 @@ class LanguageModel {
   virtual const nn::OutputHead& head() const = 0;
   virtual Var aux_loss() { return Var(); }
   virtual void after_step() {}
+  virtual std::vector<std::string> take_unused_params() { return {}; }
   virtual std::vector<std::pair<std::string, double>> train_metrics() const { return {}; }
   // True: validation continues the training segment state and leaves it to training (fairseq's
   // adaptive_span wrapper keeps one `_mems` for both); false: validation starts a memory of its own.

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "models/fairseq/fairseq_import.h"
+#include "models/layers_to_keep.h"
 #include "tensor/torch_file.h"
 
 namespace stretch::models {
@@ -110,8 +111,16 @@ std::unique_ptr<LanguageModel> load_model(const std::string& path, const nlohman
                                           ModelFile* contents) {
   ModelFile m = read_model_file(path);
   std::unique_ptr<LanguageModel> model;
+  nlohmann::json rest = overrides;
+  if (rest.is_object() && rest.contains("decoder_layers_to_keep")) {  // fairseq's pruning at load (layers_to_keep.h)
+    if (use != OverrideUse::Evaluation)
+      fail_usage(path + ": decoder_layers_to_keep prunes a trained model for evaluation",
+                 "give it to eval-lm or generate (--model-overrides), not to train");
+    prune_decoder_layers(m, rest["decoder_layers_to_keep"]);
+    rest.erase("decoder_layers_to_keep");
+  }
   try {  // a bad value from the file's stored config or the overrides: name the file
-    model = build_model(apply_overrides(m.model, overrides, use, path));
+    model = build_model(apply_overrides(m.model, rest, use, path));
   } catch (const Error& e) {
     // what() is the message, then "\n  hint: " + hint when there is one (core/error.h).
     static const std::string kHintPrefix = "\n  hint: ";

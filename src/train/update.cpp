@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "autograd/functions.h"
 #include "autograd/grad_ready.h"
@@ -77,6 +79,7 @@ UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch>
                                    : head.sample_size;
   }
   const auto ps = optim_params(model);
+  const std::vector<std::string> unused = model.take_unused_params();  // taken even when the step is skipped
   if (buckets)
     buckets->finish();
   else
@@ -99,7 +102,18 @@ UpdateResult train_update(models::LanguageModel& model, std::span<const LmBatch>
     r.gnorm = NAN;
     return r;
   }
-  optimizer.step(ps, r.lr, scale.factor);
+  // LayerDrop's skipped blocks: one process leaves them out of the step, as fairseq's optimizers skip
+  // a parameter whose .grad is None (no moment decay, no step count); several processes step them
+  // with their all-reduced zeros, as fairseq's DDP zero-fills a missing gradient.
+  if (!unused.empty() && world.size() == 1) {
+    const std::set<std::string> skip(unused.begin(), unused.end());
+    std::vector<optim::OptimParam> stepped;
+    for (const auto& p : ps)
+      if (!skip.count(p.name)) stepped.push_back(p);
+    optimizer.step(stepped, r.lr, scale.factor);
+  } else {
+    optimizer.step(ps, r.lr, scale.factor);
+  }
   model.after_step();
   state.num_updates += 1;
   return r;

@@ -23,17 +23,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.append(os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
-import oracle_skip  # noqa: E402
-
+import checklib  # noqa: E402
 from checklib import DATA, compare_eval, fairseq_eval, run, stretch_eval, trajectory  # noqa: E402
-from testlib import check, finish  # noqa: E402
+from testlib import check  # noqa: E402
 
-MODEL = ("--arch transformer_lm --decoder-layers 2 --decoder-embed-dim 32 --decoder-input-dim 32 "
-         "--decoder-output-dim 32 --decoder-normalize-before --decoder-ffn-embed-dim 64 "
-         "--decoder-attention-heads 2 --dropout 0 --attention-dropout 0 --activation-dropout 0 "
-         "--tokens-per-sample 32 --max-tokens 256 --seed 1").split()
-FS_TRAIN = MODEL + ("--task language_modeling --cpu --optimizer adam --lr 0.005 --log-format json --log-interval 1 "
-                    "--disable-validation --num-workers 0 --no-epoch-checkpoints").split()
+MODEL = checklib.tiny_model()
+FS_TRAIN = MODEL + checklib.FS_TRAIN_FLAGS + ["--lr", "0.005"]
 PROTOCOLS = (["--tokens-per-sample", "32"], ["--tokens-per-sample", "32", "--context-window", "16"])
 
 
@@ -125,12 +120,5 @@ def binary(stretch, tmp):
               f"refused (exit {p.returncode}): {' '.join(cmd[1:2] + cmd[-4:])}: {first}")
 
 
-def main():
-    usage = oracle_skip.fairseq_or_binary(__doc__, with_oracle, binary, "real fairseq-train / fairseq-eval-lm")
-    if usage is not None:
-        return usage
-    return finish("OK")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(checklib.main(__doc__, with_oracle, binary, "real fairseq-train / fairseq-eval-lm"))

@@ -30,17 +30,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.append(os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
-import oracle_skip  # noqa: E402
-
+import checklib  # noqa: E402
 from checklib import DATA, run  # noqa: E402
-from testlib import check, finish  # noqa: E402
+from testlib import check  # noqa: E402
 
-# The bare transformer_lm arch takes fairseq's dataclass defaults (post-norm, input/output dim 512 whatever
-# the embed dim; docs/architecture.md): both programs get the model spelled out.
-MODEL = ("--task language_modeling --arch transformer_lm --decoder-layers 1 --decoder-embed-dim 32 "
-         "--decoder-input-dim 32 --decoder-output-dim 32 --decoder-normalize-before "
-         "--decoder-ffn-embed-dim 64 --decoder-attention-heads 2 --dropout 0 --attention-dropout 0 "
-         "--activation-dropout 0 --tokens-per-sample 32 --max-tokens 1024 --seed 1 --optimizer adam --lr 0.005 "
+MODEL = checklib.tiny_model(1, max_tokens=1024) + ("--task language_modeling --optimizer adam --lr 0.005 "
          "--log-format simple --log-interval 1 --num-workers 0").split()
 KEEP = ("--checkpoint-suffix=-x --save-interval-updates 3 --validate-interval-updates 3 --keep-interval-updates 2 "
         "--keep-last-epochs 1 --keep-best-checkpoints 2").split()
@@ -152,12 +146,5 @@ def binary(stretch, tmp):
           "checkpoint_last.pt" in after, f"without the suffix: a fresh run beside them: {after}")
 
 
-def main():
-    usage = oracle_skip.fairseq_or_binary(__doc__, with_oracle, binary, "real fairseq-train")
-    if usage is not None:
-        return usage
-    return finish("OK")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(checklib.main(__doc__, with_oracle, binary, "real fairseq-train"))

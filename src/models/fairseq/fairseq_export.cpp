@@ -172,6 +172,7 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
     kv_f("dropout", c.dropout);
     kv_f("attention_dropout", c.attention_dropout);
     kv_f("activation_dropout", c.activation_dropout);
+    kv_f("decoder_layerdrop", c.decoder_layerdrop);
     if (c.adaptive_input) {
       kv_b("adaptive_input", true);
       kv_f("adaptive_input_factor", c.adaptive_input_factor);

@@ -68,7 +68,7 @@ const FamilyMapping kTransformerLmCommon = {
                "decoder_layers", "decoder_attention_heads", "decoder_normalize_before", "no_decoder_final_norm",
                "no_token_positional_embeddings", "share_decoder_input_output_embed", "decoder_learned_pos",
                "no_scale_embedding", "layernorm_embedding", "tokens_per_sample", "max_target_positions", "max_tokens",
-               "add_bos_token"},
+               "add_bos_token", "decoder_layerdrop"},
     .neutral = {{"character_embeddings", false},
                 {"decoder_layers_to_keep", nullptr},    {"base_layers", 0},
                 {"scale_fc", false},                    {"scale_attn", false},
@@ -77,7 +77,7 @@ const FamilyMapping kTransformerLmCommon = {
                 {"cross_self_attention", false},        {"quant_noise_pq", 0.0},
                 {"quant_noise_scalar", 0.0}},
     .ignored = {"character_filters", "character_embedding_dim", "char_embedder_highway_layers", "checkpoint_activations",
-                "offload_activations", "decoder_layerdrop", "quant_noise_pq_block_size", "min_params_to_wrap",
+                "offload_activations", "quant_noise_pq_block_size", "min_params_to_wrap",
                 "base_sublayers", "base_shuffle", "tpu"},
 };
 
@@ -407,6 +407,7 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
   c.dropout = static_cast<float>(num(m, "dropout", 0.1));
   c.attention_dropout = static_cast<float>(num(m, "attention_dropout", 0.0));
   c.activation_dropout = static_cast<float>(num(m, "activation_dropout", num(m, "relu_dropout", 0.0)));
+  c.decoder_layerdrop = static_cast<float>(num(m, "decoder_layerdrop", 0.0));
   c.tokens_per_sample = static_cast<int64_t>(num(m, "tokens_per_sample", 512));
   const std::string act = m.contains("activation_fn") && m["activation_fn"].is_string() ? m["activation_fn"].get<std::string>() : "relu";
   const auto activation = ops::activation_from_name(act);

@@ -145,6 +145,10 @@ const std::vector<Field<TransformerLMConfig>>& TransformerLMConfig::fields() {
       number(&C::attention_dropout, {.key = "attention_dropout", .flag = "--attention-dropout", .role = R::Free}),
       number(&C::activation_dropout,
              {.key = "activation_dropout", .flag = "--activation-dropout,--relu-dropout", .role = R::Free}),
+      number(&C::decoder_layerdrop,
+             {.key = "decoder_layerdrop", .flag = "--decoder-layerdrop",
+              .help = "LayerDrop: in training each block is skipped with this probability (every block runs in evaluation)",
+              .role = R::Free}),
       number(&C::padding_idx, {.key = "padding_idx", .help = "from dict.txt"}),
       when(number(&C::t5_num_buckets, {.key = "t5_num_buckets", .flag = "--t5-num-buckets"}),
            std::function<bool(const C&)>([](const C& c) { return c.t5_anywhere(); })),
@@ -282,6 +286,11 @@ void TransformerLMConfig::validate() const {
   for (int i = 0; i < 3; ++i)
     if (!(probs[i] >= 0.f && probs[i] < 1.f))  // NaN fails both comparisons
       bad(dropout_names[i].first, dropout_names[i].second, text(probs[i]), "must be a probability in [0, 1)");
+  if (!(decoder_layerdrop >= 0.f && decoder_layerdrop <= 1.f))
+    bad("--decoder-layerdrop", "decoder_layerdrop", text(decoder_layerdrop), "must be a probability in [0, 1]");
+  if (decoder_layerdrop > 0.f && mem_len > 0)
+    bad("--decoder-layerdrop", "decoder_layerdrop", text(decoder_layerdrop),
+        "cannot be combined with --mem-len (a skipped block would leave its memory rows stale); use one of them");
   // Adaptive input / softmax (fairseq's asserts in TransformerLanguageModel.build_model, as usage errors).
   auto check_bands = [&](const std::string& text, float factor, int64_t dim, const char* cut_flag, const char* cut_key,
                          const char* factor_flag, const char* factor_key) {

@@ -57,6 +57,7 @@ struct TransformerLMConfig {
   float dropout = 0.1f;
   float attention_dropout = 0.0f;
   float activation_dropout = 0.0f;
+  float decoder_layerdrop = 0.0f;  // fairseq's LayerDrop: in training each block is skipped with this probability
   int32_t padding_idx = 1;
   int64_t t5_num_buckets = 32;
   int64_t t5_max_distance = 128;

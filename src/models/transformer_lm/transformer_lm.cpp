@@ -6,6 +6,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/tape.h"
+#include "core/rng.h"
 #include "models/transformer_lm/alibi_variants.h"
 #include "models/transformer_lm/hidden_memory.h"
 #include "position/attention_position.h"
@@ -17,7 +18,8 @@ using namespace stretch::autograd;
 
 namespace {
 // Dropout stream fields: step << 24 | micro << 16 | (layer + 1) << 4 | site, XORed.
-constexpr uint64_t kMaxMicro = 1u << 8, kMaxLayerSlots = 1u << 12;  // sites 0..4 < 16
+constexpr uint64_t kMaxMicro = 1u << 8, kMaxLayerSlots = 1u << 12;  // sites 0..4 and 7 < 16
+constexpr int kLayerDropSite = 7;  // dropout_stream(opt, −1, 7): LayerDrop's per-block draws
 
 std::unique_ptr<nn::AttentionPosition> make_upper_position(const TransformerLMConfig& c, PosMethod method,
                                                            const Var& t5_table) {
@@ -228,6 +230,19 @@ void TransformerLM::after_step() {
     for (int64_t h = 0; h < m.numel(); ++h) m.data()[h] = std::max(m.data()[h], 0.f);
 }
 
+std::vector<std::string> TransformerLM::take_unused_params() {
+  std::vector<std::string> out;
+  if (config_.decoder_layerdrop > 0.f && layer_ran_.size() == layers_.size())  // a training forward since
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      if (layer_ran_[l]) continue;
+      const std::string prefix = "decoder.layers." + std::to_string(l) + ".";
+      for (const auto& [name, var] : params_.items())
+        if (name.rfind(prefix, 0) == 0) out.push_back(name);
+    }
+  layer_ran_.clear();
+  return out;
+}
+
 uint64_t TransformerLM::dropout_stream(const ForwardOptions& opt, int64_t layer, int site) const {
   // Distinct for every (update, micro-batch, layer, site): the fields do not overlap (checked).
   return (opt.step << 24) ^ (opt.micro << 16) ^ (static_cast<uint64_t>(layer + 1) << 4) ^ static_cast<uint64_t>(site);
@@ -306,8 +321,18 @@ Var TransformerLM::features(const Tensor& src, const ForwardOptions& opt) {
   STRETCH_CHECK(opt.last_block_queries == 0 || (!autograd::grad_enabled() && !cache && !memory),
                 "last_block_queries is for evaluation without grad, cache or memory");
   const int64_t last_queries = opt.last_block_queries > 0 ? std::min(opt.last_block_queries, T) : T;
+  // LayerDrop (fairseq's LayerDropModuleList): one uniform draw per block and training forward, the
+  // block runs iff u > p; the draws are a function of (seed, update, micro-batch), as dropout's masks.
+  std::vector<bool> skip(layers_.size(), false);
+  if (train && c.decoder_layerdrop > 0.f) {
+    Rng draws(opt.seed, dropout_stream(opt, -1, kLayerDropSite));
+    for (size_t l = 0; l < layers_.size(); ++l) skip[l] = !(draws.uniform() > c.decoder_layerdrop);
+  }
+  if (train) layer_ran_.resize(layers_.size(), false);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const auto index = static_cast<int64_t>(l);
+    if (skip[l]) continue;
+    if (train) layer_ran_[l] = true;
     if (memory) layer_inputs.push_back(x.value().clone());
     // With memory the block sees [memory_l ‖ x] and returns the segment's T rows only.
     const Var block_in = S > 0 ? concat_time(memory->layer(index), x) : x;  // [B, S + T, C]

@@ -44,6 +44,7 @@ class TransformerLM final : public LanguageModel {
   explicit TransformerLM(TransformerLMConfig config);
   void init(uint64_t seed) override;  // fairseq initialisation from a seed
   void after_step() override;         // --alibi-positive-slopes: clamp learnable slopes to >= 0
+  std::vector<std::string> take_unused_params() override;  // --decoder-layerdrop: the blocks no forward ran
 
   const TransformerLMConfig& config() const { return config_; }
   ModelInfo info() const override;
@@ -81,6 +82,8 @@ class TransformerLM final : public LanguageModel {
   std::vector<position::AlibiBias*> alibi_layers_;  // the ALiBi strategies among positions_ (warm-up)
   std::vector<Var> alibi_slopes_;                   // [H] per ALiBi layer: learnable slopes (else empty)
   std::vector<nn::DecoderBlock> layers_;
+  // [L] since the last take_unused_params(): a training forward ran block l (empty: no training forward)
+  std::vector<bool> layer_ran_;
   nn::LayerNorm final_norm_;
   nn::Linear project_in_, project_out_;  // decoder.project_in_dim / project_out_dim (input / output dim ≠ C)
   nn::Linear output_projection_;
