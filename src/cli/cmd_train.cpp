@@ -86,6 +86,9 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--batch-size-valid", c.batch_size_valid)->transform(int_at_least(0, "0: as --batch-size"));
   sub.add_option("--update-freq", c.update_freq, "accumulate gradients over N batches per update")
       ->transform(int_at_least(1, "batches per update"))->capture_default_str();
+  sub.add_option("--curriculum", c.curriculum,
+                 "the first N epochs visit the batches in their frozen order, unshuffled (fairseq's flag)")
+      ->transform(int_at_least(0, "0: every epoch shuffled"));
   sub.add_flag("--skip-remainder-batch", c.skip_remainder_batch,
                "each epoch drops its last batch and then the batches after the last whole --update-freq group "
                "(fairseq's flag)");

@@ -83,10 +83,10 @@ int64_t BatchIterator::batches_per_epoch() const {
   return (n + p_.num_shards - 1) / p_.num_shards;
 }
 
-std::vector<int64_t> BatchIterator::epoch_schedule(int64_t epoch) const {
+std::vector<int64_t> BatchIterator::epoch_schedule(int64_t epoch, bool shuffle) const {
   std::vector<int64_t> all(batches_.size());
   std::iota(all.begin(), all.end(), 0);
-  if (p_.epoch_order == EpochOrder::ShuffledPerEpoch) {
+  if (p_.epoch_order == EpochOrder::ShuffledPerEpoch && shuffle) {
     NumpyRandomState rs(static_cast<uint32_t>(p_.seed + static_cast<uint64_t>(epoch)));
     rs.shuffle(all);
   }

@@ -71,7 +71,8 @@ class BatchIterator {
   int64_t batches_per_epoch() const;  // for this shard, empty fill batches included
   const std::vector<std::vector<int64_t>>& frozen_batches() const { return batches_; }  // all shards
   // The batches this shard visits in `epoch`, as indices into frozen_batches(); -1 = empty.
-  std::vector<int64_t> epoch_schedule(int64_t epoch) const;
+  // shuffle = false: the frozen order (fairseq's next_epoch_itr(shuffle=False), e.g. --curriculum).
+  std::vector<int64_t> epoch_schedule(int64_t epoch, bool shuffle = true) const;
 
   IteratorState state() const { return state_; }
   void set_state(const IteratorState& s);

@@ -70,7 +70,8 @@ struct LmSplitOptions {
 class LmSplit {
  public:
   virtual ~LmSplit() = default;
-  virtual void set_epoch(int64_t epoch) = 0;       // 1-based; reshuffles the batch order (seed + epoch)
+  // 1-based; reshuffles the batch order (seed + epoch); shuffle = false keeps the frozen order (--curriculum).
+  virtual void set_epoch(int64_t epoch, bool shuffle = true) = 0;
   virtual int64_t num_batches() const = 0;         // in this epoch, for this shard
   virtual LmBatch batch(int64_t index) const = 0;  // index-th batch of the epoch
   virtual int64_t num_tokens() const = 0;          // tokens in the split

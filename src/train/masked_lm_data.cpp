@@ -119,9 +119,9 @@ class MaskedSplit final : public LmSplit {
   MaskedSplit(std::shared_ptr<const data::TokenBlocks> blocks, const data::BatchIteratorParams& bp, MaskParams mp,
               int32_t bos, std::string source)
       : iterator_(std::move(blocks), bp), mask_(mp), bos_(bos), source_(std::move(source)) {}
-  void set_epoch(int64_t epoch) override {
+  void set_epoch(int64_t epoch, bool shuffle = true) override {
     epoch_ = epoch;
-    schedule_ = iterator_.epoch_schedule(epoch);
+    schedule_ = iterator_.epoch_schedule(epoch, shuffle);
   }
   int64_t num_batches() const override { return static_cast<int64_t>(schedule_.size()); }
   int64_t num_tokens() const override { return iterator_.blocks().stream().total_tokens(); }

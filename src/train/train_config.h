@@ -84,6 +84,7 @@ struct TrainConfig {
   // fairseq's --skip-remainder-batch: each epoch drops its last batch (the shard's, on one process), then
   // the batches after the last whole group of --update-freq (epoch_batches_used()).
   bool skip_remainder_batch = false;
+  int64_t curriculum = 0;  // fairseq's --curriculum N: epochs 1..N visit the batches unshuffled (frozen order)
   int64_t max_update = 0;
   int64_t max_epoch = 0;
   uint64_t seed = 1;

@@ -840,7 +840,7 @@ int TrainingRun::run() {
                                                 python_float_repr(c.optim.stop_min_lr) + ")");
       break;
     }
-    train_split_->set_epoch(state_.epoch);
+    train_split_->set_epoch(state_.epoch, /*shuffle=*/state_.epoch > c.curriculum);  // fairseq's --curriculum
     const int64_t nb_all = train_split_->num_batches();
     const int64_t nb = epoch_batches_used(nb_all, c.update_freq, c.skip_remainder_batch, world_.size());
     if (c.skip_remainder_batch && nb == 0)
