@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,20 @@
 namespace stretch::models {
 
 enum class FieldKind : uint8_t { Int, Float, Bool, Choice, Text };
+
+// One item of a comma-separated integer list key (cutoffs, decoder_layers_to_keep): the whole of
+// `item` as a base-10 integer, nullopt when it is empty, not a number or followed by anything else.
+inline std::optional<int64_t> parse_integer(const std::string& item) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(item, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (item.empty() || used != item.size()) return std::nullopt;
+  return v;
+}
 enum class FieldRole : uint8_t { Structural, Free, Evaluation };
 
 // What a field is, without the struct it lives in (the CLI registers flags from these).

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "models/config_fields.h"
 
 namespace stretch::models {
 namespace {
@@ -24,16 +25,11 @@ std::vector<int64_t> parse_layers(const std::string& text, int64_t layers, const
     std::string item = text.substr(from, comma - from);
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \t") + 1);
-    size_t used = 0;
-    int64_t k = -1;
-    try {
-      k = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size())
+    const std::optional<int64_t> number = parse_integer(item);
+    if (!number)
       fail_usage(where + ": " + kKey + " '" + text + "': '" + item + "' is not a layer number",
                  "give the layers to keep as comma-separated numbers, e.g. '0,2'");
+    const int64_t k = *number;
     if (k < 0 || k >= layers)
       fail_usage(where + ": " + kKey + " '" + text + "': layer " + std::to_string(k) + " is not one of the model's " +
                      std::to_string(layers) + " (0.." + std::to_string(layers - 1) + ")",
@@ -50,10 +46,9 @@ std::vector<int64_t> parse_layers(const std::string& text, int64_t layers, const
 
 }  // namespace
 
-int64_t prune_decoder_layers(ModelFile& m, const nlohmann::json& value) {
+void prune_decoder_layers(ModelFile& m, const nlohmann::json& value) {
   const std::string where = m.path().empty() ? std::string("--model-overrides") : m.path();
-  if (value.is_null() || (value.is_string() && value.get<std::string>().empty()))
-    return m.model.value("decoder_layers", int64_t{0});
+  if (value.is_null() || (value.is_string() && value.get<std::string>().empty())) return;
   if (!value.is_string())
     fail_usage(where + ": " + kKey + " is " + value.dump() + ", not a string", "write it as fairseq does: '0,2'");
   if (!m.model.contains("decoder_layers") || !m.model["decoder_layers"].is_number_integer())
@@ -94,7 +89,6 @@ int64_t prune_decoder_layers(ModelFile& m, const nlohmann::json& value) {
   log_info("Pruning model to specified layer configuration - this works best if the model was trained with "
            "LayerDrop (decoder_layers_to_keep '" + value.get<std::string>() + "': " + std::to_string(keep.size()) +
            " of " + std::to_string(layers) + " layers)");
-  return static_cast<int64_t>(keep.size());
 }
 
 }  // namespace stretch::models

@@ -18,7 +18,7 @@
 namespace stretch::models {
 
 // Applies `value` (the override's) to the model file in place: renames / drops the layer tensors and
-// sets m.model["decoder_layers"]. Returns the number of layers kept.
-int64_t prune_decoder_layers(ModelFile& m, const nlohmann::json& value);
+// sets m.model["decoder_layers"].
+void prune_decoder_layers(ModelFile& m, const nlohmann::json& value);
 
 }  // namespace stretch::models

@@ -82,18 +82,12 @@ std::vector<int64_t> parse_cutoffs(const std::string& text, const char* flag, co
     const size_t end = std::min(s.find(',', pos), s.size());
     const std::string item = s.substr(pos, end - pos);
     if (!(item.empty() && end == s.size() && !out.empty())) {  // a trailing comma is fine
-      size_t used = 0;
-      long long v = 0;
-      try {
-        v = std::stoll(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (item.empty() || used != item.size() || v <= 0)
+      const std::optional<int64_t> v = parse_integer(item);
+      if (!v || *v <= 0)
         fail_usage(std::string(flag) + " '" + text + "' (model config key '" + key + "'): '" + item +
                        "' is not a positive integer",
                    "give increasing word ids separated by commas, e.g. 20000,60000");
-      out.push_back(v);
+      out.push_back(*v);
     }
     pos = end + 1;
   }
