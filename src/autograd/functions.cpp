@@ -66,12 +66,15 @@ Var linear_of_rows(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue
   const int64_t offset = first * in;  // the rows' first weight (and weight-gradient) element
   Var y(Tensor::empty(with_last(x.shape(), count)));
   const bool grad = needs_grad({&x, &w, &b});
-  // bf16 training: the bf16 values of the input and the weight, made once for the GEMMs that read them.
-  // Native products: packed bf16 copies, made here and kept for backward's two GEMMs. Fp32Fma: fp32
-  // copies of the values, made here for the forward and made again in backward (bf16_values) rather
-  // than kept: kept, a full fp32 copy of every linear input made `--bf16` hold 1.4-1.6x fp32 training's
-  // memory; made again, it costs one rounding pass per operand, small next to the products.
-  Tensor x16, w16;
+  // bf16 training, what is made of the input and the weight for the GEMMs that read them:
+  // - native products: the weight's packed bf16 copy, made here and kept for backward's dx product. The
+  //   input is rounded by each GEMM that reads it (the forward's, dweight's): a packed copy kept from
+  //   forward to backward made native `--bf16` hold up to 1.16x fp32 training's memory, and rounding
+  //   it twice costs ~0.5% of a Zen 4 step (docs/BENCHMARKS.md, session 33);
+  // - Fp32Fma: fp32 copies of both operands' values, made here for the forward and made again in
+  //   backward (bf16_values) rather than kept: kept, they made `--bf16` hold 1.4-1.6x fp32 training's
+  //   memory; made again, they cost one rounding pass per operand, small next to the products.
+  Tensor w16;
   ops::LinearBf16 pre;
   const bool bf16 = grad && ops::matmul_precision() == ops::GemmPrecision::Bf16 && d.n > 0 && in > 0 && count > 0;
   const bool fma_values = bf16 && ops::bf16_products() == ops::Bf16Products::Fp32Fma;
@@ -80,17 +83,15 @@ Var linear_of_rows(const Var& x, const Var& w, const Var& b, ops::LinearEpilogue
     fwd_values = bf16_values(x, w, offset, d);
     pre = fwd_values.pre();
   } else if (bf16) {
-    x16 = Tensor::empty({d.n, in}, DType::BF16);
     w16 = Tensor::empty({count, in}, DType::BF16);
-    ops::round_to_bf16(reinterpret_cast<uint16_t*>(x16.bf()), x.data(), d.n, in);
     ops::round_to_bf16(reinterpret_cast<uint16_t*>(w16.bf()), w.data() + offset, count, in);
-    pre = {.inp = reinterpret_cast<const uint16_t*>(x16.bf()), .weight = reinterpret_cast<const uint16_t*>(w16.bf())};
+    pre = {.weight = reinterpret_cast<const uint16_t*>(w16.bf())};
   }
   ops::linear_forward(y.data(), x.data(), w.data() + offset, b.defined() ? b.data() + first : nullptr, d, epi, pre);
   if (fma_values) fwd_values = {}, pre = {};  // not kept for backward (above)
   if (grad) {
     y.set_requires_grad(true);
-    tape().push([x, w, b, y, d, epi, x16, w16, pre, fma_values, offset, first] {
+    tape().push([x, w, b, y, d, epi, w16, pre, fma_values, offset, first] {
       float* dy = y.grad_data();
       // ReLU backward from the output, in place: dy becomes ∂L/∂(pre-activation).
       if (epi == ops::LinearEpilogue::Relu)
