@@ -7,7 +7,10 @@
 # Usage: bash bench/bf16_memory.sh [bench_model]   (default build/bench/bench_model)
 set -euo pipefail
 bench="${1:-build/bench/bench_model}"
+[ -x "$bench" ] || { echo "bf16_memory: $bench not found: build it first (cmake --build build --target bench_model)" >&2; exit 1; }
 medium=(--layers 6 --embed-dim 512 --heads 8 --ffn-dim 2048)
+# "MB (ratio to fp32 MB)", or n/a where the run printed nothing (native without AVX512_BF16 or AMX).
+ratio() { [ -n "$1" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%s (%.2fx)", a, a / b }' || echo "n/a"; }
 peak() { "$@" 2>/dev/null | sed -n 's/.*"peak_rss_mb":\([0-9.]*\).*/\1/p' | tail -1; }
 echo "| model | T | fp32 MB | --bf16 fp32 FMAs MB (x fp32) | native bf16 MB (x fp32) |"
 echo "|---|---|---|---|---|"
@@ -18,7 +21,6 @@ for model in small medium; do
     fp32="$(peak "${run[@]}")"
     fma="$(STRETCH_BF16_PRODUCTS=fp32 peak "${run[@]}" --bf16)"
     native="$(STRETCH_BF16_PRODUCTS=native peak "${run[@]}" --bf16 || true)"
-    ratio() { [ -n "$1" ] && awk -v a="$1" -v b="$fp32" 'BEGIN { printf "%s (%.2fx)", a, a / b }' || echo "n/a"; }
-    echo "| $model | $T | $fp32 | $(ratio "$fma") | $(ratio "$native") |"
+    echo "| $model | $T | $fp32 | $(ratio "$fma" "$fp32") | $(ratio "$native" "$fp32") |"
   done
 done

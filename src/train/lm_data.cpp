@@ -38,7 +38,7 @@ class BlockSplit final : public LmSplit {
  public:
   BlockSplit(std::shared_ptr<const data::TokenBlocks> blocks, const data::BatchIteratorParams& p, int32_t bos)
       : iterator_(std::move(blocks), p), bos_(bos) {}
-  void set_epoch(int64_t epoch, bool shuffle = true) override { schedule_ = iterator_.epoch_schedule(epoch, shuffle); }
+  void set_epoch(int64_t epoch, bool shuffle) override { schedule_ = iterator_.epoch_schedule(epoch, shuffle); }
   int64_t num_batches() const override { return static_cast<int64_t>(schedule_.size()); }
   LmBatch batch(int64_t index) const override {
     LmBatch out;
@@ -64,7 +64,7 @@ class BlockSplit final : public LmSplit {
 class BpttSplit final : public LmSplit {
  public:
   explicit BpttSplit(data::BpttStreams streams) : streams_(std::move(streams)) {}
-  void set_epoch(int64_t, bool = true) override {}  // fairseq: disable_shuffling, the same order every epoch
+  void set_epoch(int64_t, bool) override {}  // fairseq: disable_shuffling, the same order every epoch
   int64_t num_batches() const override { return streams_.num_steps(); }
   LmBatch batch(int64_t index) const override { return bptt_batch(streams_, index); }
   int64_t num_tokens() const override { return total_; }
@@ -166,7 +166,7 @@ std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::s
                                      .eos = data.eos});
   const data::BatchIteratorParams p = batch_iterator_params(o, data);
   auto split_ptr = std::make_unique<BlockSplit>(blocks, p, o.add_bos_token ? data.bos : -1);
-  split_ptr->set_epoch(1);
+  split_ptr->set_epoch(1, /*shuffle=*/true);
   return split_ptr;
 }
 

@@ -119,7 +119,7 @@ class MaskedSplit final : public LmSplit {
   MaskedSplit(std::shared_ptr<const data::TokenBlocks> blocks, const data::BatchIteratorParams& bp, MaskParams mp,
               int32_t bos, std::string source)
       : iterator_(std::move(blocks), bp), mask_(mp), bos_(bos), source_(std::move(source)) {}
-  void set_epoch(int64_t epoch, bool shuffle = true) override {
+  void set_epoch(int64_t epoch, bool shuffle) override {
     epoch_ = epoch;
     schedule_ = iterator_.epoch_schedule(epoch, shuffle);
   }
@@ -187,7 +187,7 @@ std::unique_ptr<LmSplit> open_masked_lm_split(const std::string& data_dir, const
                       .mask_idx = static_cast<int32_t>(data.vocab_size - 1),
                       .pad = data.pad};
   auto out = std::make_unique<MaskedSplit>(blocks, p, mp, /*bos=*/0, (fs::path(data_dir) / (split + ".bin")).string());
-  out->set_epoch(1);
+  out->set_epoch(1, /*shuffle=*/true);
   return out;
 }
 
