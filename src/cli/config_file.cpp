@@ -106,7 +106,14 @@ std::optional<std::vector<std::string>> json_config_arguments(CLI::App& app, con
                    "keys are this subcommand's flag names, e.g. \"max_tokens\" or \"max-tokens\"; see --help");
       if (opt->count() > 0) continue;  // the command line wins
       const Item& item = items.at(key);
+      if (item.values.empty())
+        fail_usage("--config " + path + ": '" + key + "' is an empty list",
+                   "give it a value (or a list of values), or leave the key out");
       if (opt->get_expected_min() == 0) {  // a flag: "--flag=true" or "--flag=false"
+        if (item.values.size() > 1)
+          fail_usage("--config " + path + ": '" + key + "' is a flag and takes one value, not a list of " +
+                         std::to_string(item.values.size()),
+                     "write \"" + key + "\": true or \"" + key + "\": false");
         out.push_back(flag + "=" + item.values.front());
         continue;
       }

@@ -70,5 +70,5 @@ for i in "${!pids[@]}"; do
   if [ "$rc" -eq 0 ]; then result="0 crashes"; else result="FINDING (exit $rc; $log, $(ls "$build/findings" | grep "^$t-" | tr '\n' ' '))"; failed=1; fi
   printf '%-18s %12s %10s %8s %s\n' "$t" "${execs:-?}" "${rate:-?}" "$corpus" "$result"
 done
-[ "$failed" -eq 0 ] || { echo "fuzz: findings above; the log's last lines:"; for t in "${names[@]}"; do grep -A12 -m1 "ERROR\|==ERROR\|deadly\|uncaught" "$build/logs/$t.log" || true; done; }
+[ "$failed" -eq 0 ] || { echo "fuzz: findings above; the log's last lines:"; for t in "${names[@]}"; do grep -A12 -m1 "ERROR\|runtime error\|deadly\|uncaught" "$build/logs/$t.log" || true; done; }
 exit "$failed"
