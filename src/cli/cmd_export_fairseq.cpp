@@ -25,7 +25,11 @@ void add_export_fairseq(CLI::App& sub, Runner& run) {
     if (std::filesystem::exists(o->out) && std::filesystem::equivalent(o->in, o->out))
       fail_usage("--out " + o->out + " is the model being exported", "write the .pt elsewhere");
     auto model = models::load_model(o->in, nlohmann::json::object(), models::OverrideUse::Evaluation);
-    models::export_fairseq(*model, o->out);
+    // A `stretch train --store-ema` checkpoint's moving averages go to extra_state["ema"] (train/ema.h).
+    NamedTensors ema;
+    for (const auto& [name, t] : models::read_model_file(o->in).file.tensors)
+      if (name.rfind("ema.", 0) == 0) ema.emplace_back(name.substr(4), t);
+    models::export_fairseq(*model, o->out, ema.empty() ? nullptr : &ema);
     if (model->info().family == "adaptive_span")
       std::cout << "export-fairseq | wrote " << o->out << " (fairseq examples/adaptive_span, args Namespace; evaluate "
                 << "with fairseq-eval-lm DATA --path " << o->out << " --user-dir examples/adaptive_span --task "
@@ -38,6 +42,9 @@ void add_export_fairseq(CLI::App& sub, Runner& run) {
     else
       std::cout << "export-fairseq | wrote " << o->out << " (fairseq transformer_lm, args Namespace; evaluate with "
                 << "fairseq-eval-lm DATA --path " << o->out << ")\n";
+    if (!ema.empty())
+      std::cout << "export-fairseq | with the run's EMA (--store-ema) as extra_state['ema']: fairseq's "
+                << "checkpoint_utils.save_ema_as_checkpoint(" << o->out << ", EMA.pt) makes it the model\n";
     return 0;
   };
 }

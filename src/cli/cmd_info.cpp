@@ -74,13 +74,18 @@ void describe_build() {
 
 void describe_checkpoint(const std::string& path) {
   const models::ModelFile m = models::read_model_file(path);
-  int64_t params = 0, optimizer_values = 0;
+  int64_t params = 0, optimizer_values = 0, ema_values = 0, segment_values = 0;
   for (const auto& [name, t] : m.file.tensors)
-    (name.rfind("optimizer.", 0) == 0 ? optimizer_values : params) += t.numel();
+    (name.rfind("optimizer.", 0) == 0 ? optimizer_values
+     : name.rfind("ema.", 0) == 0     ? ema_values
+     : name.rfind("segment.", 0) == 0 ? segment_values
+                                      : params) += t.numel();
   std::cout << "checkpoint: " << path << "\n"
             << "model: " << m.model.dump() << "\n"
             << "parameters: " << params << ", optimizer state values: " << optimizer_values << "\n"
             << "dictionary hash: " << m.dict_hash << (m.dictionary.empty() ? " (dictionary not stored)" : "") << "\n";
+  if (ema_values > 0) std::cout << "EMA values: " << ema_values << " (--store-ema's moving average of the weights)\n";
+  if (segment_values > 0) std::cout << "training memory values: " << segment_values << "\n";
   if (auto it = m.file.metadata.find("optimizer"); it != m.file.metadata.end()) {
     // The optimizer's name and its hyperparameters as saved (optim/optimizer.h state_dict()).
     const nlohmann::json o = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);

@@ -172,6 +172,18 @@ void add_train(CLI::App& sub, Runner& run) {
   sub.add_option("--max-consecutive-nan", c.max_consecutive_nan,
                  "stop after this many non-finite losses in a row (each update is skipped with a warning)")
       ->transform(int_at_least(1, "non-finite losses in a row before stopping"))->capture_default_str();
+  // fairseq's EMAConfig (train/ema.h): a moving average of the weights, stored in the checkpoints.
+  sub.add_flag("--store-ema", c.ema.store,
+               "keep an exponential moving average of the weights, saved in every checkpoint as ema.* tensors "
+               "(export-fairseq writes it as extra_state['ema'])");
+  sub.add_option("--ema-decay", c.ema.decay, "the average's decay per EMA step, in [0, 1]")->capture_default_str();
+  sub.add_option("--ema-start-update", c.ema.start_update,
+                 "before this update the average is a copy of the weights (decay 0)")
+      ->transform(int_at_least(0, "0: decay from the first update"))->capture_default_str();
+  sub.add_option("--ema-update-freq", c.ema.update_freq, "move the average every N updates")
+      ->transform(int_at_least(1, "updates per EMA step"))->capture_default_str();
+  sub.add_flag("--ema-fp32", c.ema.fp32, "accepted: the average is fp32 already (stretch's weights are fp32)");
+  sub.add_option("--ema-seed-model", c.ema.seed_model, "not supported (refused): the average starts from the weights");
   sub.add_flag("--dump-config", *dump_config, "print the effective configuration as JSON and exit");
 
   // Optimization

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -14,7 +15,26 @@ namespace stretch::models {
 namespace {
 
 bool is_training_state(const std::string& name) {
-  return name.rfind("optimizer.", 0) == 0 || name.rfind("segment.", 0) == 0;
+  return name.rfind("optimizer.", 0) == 0 || name.rfind("segment.", 0) == 0 || name.rfind("ema.", 0) == 0;
+}
+
+// --model-overrides "{'use_ema': True}": each weight replaced by its "ema.<name>" average (train/ema.h).
+void use_ema_weights(ModelFile& m, const std::string& path) {
+  std::map<std::string, Tensor> averages;
+  for (const auto& [name, t] : m.file.tensors)
+    if (name.rfind("ema.", 0) == 0) averages.emplace(name.substr(4), t);
+  if (averages.empty())
+    fail_input(path, "holds no moving average of the weights (no ema.* tensors)",
+               "use_ema needs a checkpoint written by `stretch train --store-ema`; leave the override out to "
+               "evaluate the weights");
+  for (auto& [name, t] : m.file.tensors) {
+    if (is_training_state(name)) continue;
+    auto it = averages.find(name);
+    if (it == averages.end())
+      fail_input(path, "has no average for tensor '" + name + "'", "the file is damaged; restore an earlier checkpoint");
+    t = it->second;
+  }
+  log_info(path + ": evaluating the moving average of the weights (--store-ema), not the weights");
 }
 
 // A PyTorch/fairseq .pt: imported in memory (models/fairseq), with one line saying so.
@@ -112,6 +132,17 @@ std::unique_ptr<LanguageModel> load_model(const std::string& path, const nlohman
   ModelFile m = read_model_file(path);
   std::unique_ptr<LanguageModel> model;
   nlohmann::json rest = overrides;
+  // stretch's key: --store-ema's average as the weights (before any pruning renames them).
+  if (rest.is_object() && rest.contains("use_ema")) {
+    if (use != OverrideUse::Evaluation)
+      fail_usage(path + ": use_ema evaluates a checkpoint's moving average (train --store-ema)",
+                 "give it to eval-lm or generate (--model-overrides), not to train");
+    if (!rest["use_ema"].is_boolean())
+      fail_usage("--model-overrides: 'use_ema' is " + rest["use_ema"].dump() + ", not True or False",
+                 "write {'use_ema': True}");
+    if (rest["use_ema"].get<bool>()) use_ema_weights(m, path);
+    rest.erase("use_ema");
+  }
   if (rest.is_object() && rest.contains("decoder_layers_to_keep")) {  // fairseq's pruning at load (layers_to_keep.h)
     if (use != OverrideUse::Evaluation)
       fail_usage(path + ": decoder_layers_to_keep prunes a trained model for evaluation",

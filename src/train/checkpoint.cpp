@@ -23,7 +23,8 @@ nlohmann::json TrainState::to_json() const {
           {"epoch_clip_count", epoch_clip_count},
           {"epoch_updates", epoch_updates},
           {"seed", seed},
-          {"lr_plateau", lr_plateau.to_json()}};
+          {"lr_plateau", lr_plateau.to_json()},
+          {"ema_update_counter", ema_update_counter}};
 }
 
 void TrainState::begin_next_epoch() {
@@ -63,6 +64,7 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& sou
     if (j.contains("epoch_metric_sums"))  // absent in files written before it: empty
       for (const auto& m : j.at("epoch_metric_sums")) s.epoch_metric_sums.emplace_back(m.at(0).get<std::string>(), m.at(1).get<double>());
     s.seed = j.at("seed").get<uint64_t>();
+    s.ema_update_counter = j.value("ema_update_counter", int64_t{0});  // absent in files written before it
     if (j.contains("lr_plateau")) s.lr_plateau = optim::PlateauState::from_json(j.at("lr_plateau"), source);
   } catch (const nlohmann::json::exception& e) {
     fail_input(source, std::string("train_state in the metadata is incomplete: ") + e.what(),
@@ -87,6 +89,7 @@ void save_checkpoint(const std::string& path, const models::LanguageModel& model
   }
   if (what.segment)
     for (auto& [name, t] : what.segment->save()) w.extra_tensors.emplace_back("segment." + name, t);
+  for (const auto& [name, t] : what.ema) w.extra_tensors.emplace_back(name, t);  // "ema.<parameter>" (train/ema.h)
   w.extra_meta["train_state"] = what.state.to_json().dump();
   w.extra_meta["optimizer"] = opt_scalars.dump();
   w.extra_meta["train_clock"] = what.clock.to_json().dump();

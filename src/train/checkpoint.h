@@ -35,6 +35,7 @@ struct CheckpointSave {
   TrainClock clock{};
   const optim::Optimizer* optimizer = nullptr;       // null: no optimizer state ("optimizer": null)
   const models::SegmentState* segment = nullptr;     // the family's training memory, if any
+  NamedTensors ema{};                                // --store-ema: "ema.<parameter>" tensors (train/ema.h)
 };
 
 void save_checkpoint(const std::string& path, const models::LanguageModel& model, const CheckpointSave& what);

@@ -112,6 +112,13 @@ nlohmann::json TrainConfig::to_json() const {
             {"log_full_precision", log_full_precision},
             {"checkpoint_activations", checkpoint_activations},
             {"max_consecutive_nan", max_consecutive_nan}}},
+          {"ema",
+           {{"store_ema", ema.store},
+            {"ema_decay", ema.decay},
+            {"ema_start_update", ema.start_update},
+            {"ema_seed_model", ema.seed_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(ema.seed_model)},
+            {"ema_update_freq", ema.update_freq},
+            {"ema_fp32", ema.fp32}}},
           {"model", model}};
   if (task == lm_task_name(LmTask::TruncatedBptt)) j["task"]["bptt_order"] = bptt_order_name(bptt_order);
   if (task == lm_task_name(LmTask::MaskedLm)) {

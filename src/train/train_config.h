@@ -11,6 +11,7 @@
 #include "data/token_blocks.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "train/ema.h"
 #include "train/lm_data.h"
 
 
@@ -127,6 +128,7 @@ struct TrainConfig {
   // in this config (group "common"), never in the model config a model file carries.
   bool checkpoint_activations = false;
   int64_t max_consecutive_nan = 10;       // stop after this many skipped non-finite updates in a row
+  EmaSettings ema{};                      // --store-ema and its flags (train/ema.h; fairseq's "ema" group)
   bool skip_invalid_size_inputs_valid_test = false;
   // fairseq's distributed_training group. --ddp-backend: pytorch_ddp / c10d sum gradients in
   // buckets of --bucket-cap-mb overlapped with backward; legacy_ddp / no_c10d after backward,

@@ -33,6 +33,9 @@ struct TrainState {
   std::vector<std::pair<std::string, double>> epoch_metric_sums{};
   uint64_t seed = 1;             // --seed the run started with (a resume with another seed is refused)
   optim::PlateauState lr_plateau{};  // --lr-scheduler reduce_lr_on_plateau's state (absent in older files: fresh)
+  // --store-ema --ema-update-freq N: updates since the average last moved (train/ema.h). fairseq keeps
+  // it in memory only (a resume restarts it at 0); kept here so a resume continues exactly.
+  int64_t ema_update_counter = 0;
   // Moves to the start of the next epoch (batch 0, epoch sums cleared).
   void begin_next_epoch();
   nlohmann::json to_json() const;

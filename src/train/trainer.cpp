@@ -27,6 +27,7 @@
 #include "models/registry.h"
 #include "train/best_checkpoints.h"
 #include "train/checkpoint.h"
+#include "train/ema.h"
 #include "train/lm_data.h"
 #include "train/masked_lm_data.h"
 #include "train/memory_estimate.h"
@@ -311,6 +312,7 @@ class TrainingRun {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LrSchedule> scheduler_;
   TrainState state_;
+  Ema ema_;  // --store-ema (train/ema.h)
   nlohmann::json config_json_;
   TrainClock clock_;
   Progress progress_;
@@ -339,6 +341,13 @@ int64_t groups_of(int64_t batches, int64_t update_freq) { return (batches + upda
 
 void check_run_flags(const TrainConfig& c) {
   // Before the --save-dir is made (open_lm_split says the same for a library caller).
+  if (!(c.ema.decay >= 0 && c.ema.decay <= 1))
+    fail_usage("--ema-decay " + python_float_repr(c.ema.decay) + " is not allowed: the decay must be in [0, 1]",
+               "fairseq's default is 0.9999");
+  if (!c.ema.seed_model.empty())
+    fail_usage("--ema-seed-model " + c.ema.seed_model + " is not supported: stretch's average starts from the weights "
+                   "(or from the ema.* tensors of the checkpoint it resumes)",
+               "leave --ema-seed-model out; to start the average from another run's, resume from that run's checkpoint");
   if (c.model.value("add_bos_token", false) && parse_lm_task(c.task) != LmTask::LanguageModeling)
     fail_usage("--add-bos-token has no meaning with --task " + c.task +
                    " (fairseq's flag belongs to the language_modeling task)",
@@ -445,6 +454,7 @@ TrainingRun::TrainingRun(TrainConfig config)
                     " and max sentences per device = " +
                     (c.batch_size > 0 ? std::to_string(c.batch_size) : std::string("None")));
   }
+  ema_.set_last_decay(c.ema.decay);  // fairseq's EMA.decay before its first step
   if (const std::string from = restore_path(c_); !from.empty()) {
     resume(from);
   } else if (world_.is_main()) {
@@ -500,6 +510,19 @@ void TrainingRun::resume(const std::string& from) {
   check_same_architecture(from, ck.model, model_->config_json());
   models::load_weights(*model_, ck);
   if (segment_) segment_->load(segment_tensors(ck));
+  if (c.ema.store) {  // fairseq's trainer.load_checkpoint: also under --reset-optimizer and --finetune-from-model
+    if (world_.is_main()) fairseq_log("root", "Copying EMA model to device cpu");
+    if (ema_.load(ck.file.tensors, optim_params(*model_), from)) {
+      if (world_.is_main()) fairseq_log("fairseq.trainer", "Loading EMA from checkpoint");
+    } else {
+      if (world_.is_main())
+        log_warning(from + " holds no EMA (" +
+                    (ck.format == models::kFairseqFormat ? std::string("a fairseq .pt's extra_state['ema'] is not imported")
+                                                         : std::string("it was written without --store-ema")) +
+                    "): the average starts from its weights, as fairseq's \"EMA is re-initialized from checkpoint\"");
+      ema_.seed_from(optim_params(*model_));
+    }
+  }
   state_ = ck.state;
   clock_ = ck.clock;
   // fairseq's exact semantics (trainer.load_checkpoint, checkpoint_utils.load_checkpoint):
@@ -514,7 +537,7 @@ void TrainingRun::resume(const std::string& from) {
     log_warning(from + " was saved with --no-save-optimizer-state: the optimizer and num_updates start afresh (the "
                 "schedule from update 0, as fairseq does); the weights, best loss and data position are restored");
   const bool fresh_optimizer = c.reset_optimizer || no_optimizer_state;
-  if (fresh_optimizer) state_.num_updates = 0;
+  if (fresh_optimizer) state_.num_updates = state_.ema_update_counter = 0;
   if (c.reset_optimizer) state_.best_loss = NAN;
   if (state_.seed != c.seed)
     log_warning("resuming a run started with --seed " + std::to_string(state_.seed) + " with --seed " +
@@ -573,7 +596,8 @@ void TrainingRun::save(const std::vector<std::string>& names, int64_t epoch, dou
                      .state = state_,
                      .clock = clock_,
                      .optimizer = c.no_save_optimizer_state ? nullptr : optimizer_.get(),
-                     .segment = segment_.get()});
+                     .segment = segment_.get(),
+                     .ema = c.ema.store ? ema_.save(optim_params(*model_)) : NamedTensors{}});
   } catch (...) {
     test_hooks::after_checkpoint_save();
     throw;
@@ -760,6 +784,7 @@ void TrainingRun::after_update(const UpdateResult& r, double step_seconds, int64
   for (const auto& [key, sum] : log_metrics_) st.push_back({key, sum / updates, 3});
   log_metrics_.clear();
   st.push_back({"train_wall", log_train_wall_, 0});
+  if (c.ema.store) st.push_back({"ema_decay", ema_.last_decay(), 5});  // where fairseq-train prints it
   st.push_back({"wall", now_seconds() - t_start_, 0});
   progress_.log(st, done, state_.num_updates);
   log_loss_ = log_tokens_ = log_gnorm_ = log_clip_ = log_bsz_ = log_train_wall_ = 0;
@@ -798,6 +823,7 @@ Stats TrainingRun::epoch_stats() const {
   if (c_.optim.clip_norm > 0) st.push_back({"clip", 100.0 * state_.epoch_clip_count / updates, 1});
   for (const auto& [key, sum] : state_.epoch_metric_sums) st.push_back({key, sum / updates, 3});  // train_avg_span ...
   st.push_back({"train_wall", clock_.epoch_train_wall, 0});
+  if (c_.ema.store) st.push_back({"ema_decay", ema_.last_decay(), 5});
   st.push_back({"wall", now_seconds() - t_start_, 0});
   return st;
 }
@@ -888,6 +914,10 @@ int TrainingRun::run() {
                       "lower --lr, set --clip-norm, or check the data; the checkpoints already written (" +
                           ckpt_path(c, "checkpoint_last.pt") + ") are untouched");
       } else {
+        if (c.ema.store) {
+          if (!ema_.built() && world_.is_main()) fairseq_log("root", "Copying EMA model to device cpu");
+          ema_.step(optim_params(*model_), state_.num_updates, c.ema, state_.ema_update_counter);
+        }
         after_update(r, step_seconds, groups_of(state_.next_batch, c.update_freq));
         if (state_.next_batch < nb) stop = validate_and_save(/*end_of_epoch=*/false);
         test_hooks::maybe_stall(state_.num_updates);

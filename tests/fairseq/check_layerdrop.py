@@ -30,23 +30,13 @@ from testlib import check  # noqa: E402
 MODEL = checklib.tiny_model(3)
 FS_TRAIN = MODEL + checklib.FS_TRAIN_FLAGS
 # The weights of a fairseq .pt or a stretch checkpoint (safetensors) as {name: list}, in the venv's python.
-WEIGHTS = r'''
-import json, struct, sys, torch
+WEIGHTS = checklib.LOAD_STRETCH_PY + r'''
+import json, sys
 def load(path):
     with open(path, "rb") as f:
         if f.read(2) == b"PK":
             return {k: v.float() for k, v in torch.load(path, map_location="cpu")["model"].items()}
-        f.seek(0)
-        n = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(n))
-        body = f.read()
-    out = {}
-    for k, v in head.items():
-        if k == "__metadata__" or v["dtype"] != "F32":
-            continue
-        a, b = v["data_offsets"]
-        out[k] = torch.frombuffer(bytearray(body[a:b]), dtype=torch.float32).reshape(v["shape"])
-    return out
+    return load_stretch(path)
 base, got = load(sys.argv[1]), load(sys.argv[2])
 layers = [k for k in base if k.startswith("decoder.layers.")]
 others = [k for k in base if not k.startswith("decoder.layers.") and k in got and not k.endswith("_float_tensor")]

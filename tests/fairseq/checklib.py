@@ -12,6 +12,25 @@ import oracle_skip  # noqa: E402
 from testlib import check, finish  # noqa: E402
 
 
+# Python source for the venv's interpreter: load_stretch(path), a stretch checkpoint or model file
+# (safetensors) as {name: float32 torch tensor} (other dtypes left out).
+LOAD_STRETCH_PY = r'''
+import json, struct, torch
+def load_stretch(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        body = f.read()
+    out = {}
+    for k, v in head.items():
+        if k == "__metadata__" or v["dtype"] != "F32":
+            continue
+        a, b = v["data_offsets"]
+        out[k] = torch.frombuffer(bytearray(body[a:b]), dtype=torch.float32).reshape(v["shape"])
+    return out
+'''
+
+
 def tiny_model(layers=2, max_tokens=256):
     """A tiny pre-norm transformer_lm (C 32, F 64, H 2, dropout 0, blocks of 32) that both programs build
     alike: the bare --arch transformer_lm takes fairseq's dataclass defaults (post-norm, input/output dims

@@ -33,10 +33,11 @@ from safetensors import safe_open  # noqa: E402
 # The epoch sums of fairseq's end-of-epoch "train | ..." line (bsz, gnorm, clip, updates) came with
 # issue 16's logs; checkpoints written before them lack them (read as 0, train/train_state.h), and
 # lr_plateau (reduce_lr_on_plateau's state, a fresh one when absent), epoch_metric_sums (a family's
-# extra train_inner metrics over the epoch: adaptive_span's spans; empty otherwise).
+# extra train_inner metrics over the epoch: adaptive_span's spans; empty otherwise), ema_update_counter
+# (--store-ema --ema-update-freq's counter, 0 when absent).
 TRAIN_STATE_KEYS = {"num_updates", "epoch", "next_batch", "best_loss", "epoch_loss_sum", "epoch_ntokens", "seed",
                     "epoch_nsentences", "epoch_gnorm_sum", "epoch_clip_count", "epoch_updates", "lr_plateau",
-                    "epoch_metric_sums"}
+                    "epoch_metric_sums", "ema_update_counter"}
 CONFIG_KEYS = {"decoder_layers", "decoder_embed_dim", "decoder_ffn_embed_dim", "decoder_attention_heads",
                "decoder_normalize_before", "no_decoder_final_norm", "share_decoder_input_output_embed",
                "no_scale_embedding", "activation_fn", "pos", "tokens_per_sample", "max_target_positions",

@@ -1,6 +1,7 @@
 // models/fairseq/fairseq_export.cpp — see fairseq_export.h.
 #include "models/fairseq/fairseq_export.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -57,7 +58,7 @@ std::vector<int64_t> cutoff_list(const std::string& text) {
 
 }  // namespace
 
-void export_fairseq(const LanguageModel& model, const std::string& path) {
+void export_fairseq(const LanguageModel& model, const std::string& path, const NamedTensors* ema) {
   const nlohmann::json j = model.config_json();
   const Family& family = family_of_config(j, path);
   if (family.name != "transformer_lm" && family.name != "adaptive_span" && family.name != "transformer_xl")
@@ -189,79 +190,92 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
     w.namespace_end();
   }
 
-  w.str("model");
-  w.empty_dict();
-  w.mark();
-  if (lm) {
-    Tensor version = Tensor::full(Shape{1}, 3.0f);  // TransformerDecoder's "version" buffer
-    w.str("decoder.version");
-    tensor(add_storage(version), version);
-  }
-  std::map<std::string, std::pair<std::string, const Tensor*>> stored;  // name → (storage key, tensor)
-  for (const auto& [name, var] : model.params().items()) {
-    const std::string key = add_storage(var.value());
-    stored[name] = {key, &var.value()};
-    w.str(name);
-    tensor(key, var.value());
-  }
-  // Tied tensors are saved again under fairseq's second name, over the same storage (as torch does).
-  auto again = [&](const std::string& name, const std::string& original) {
-    auto it = stored.find(original);
-    if (it == stored.end()) fail_internal(__FILE__, __LINE__, "transformer_lm without " + original);
-    w.str(name);
-    tensor(it->second.first, *it->second.second);
-  };
-  auto buffer = [&](const std::string& name, const Tensor& t) {
-    w.str(name);
-    tensor(add_storage(t), t);
-  };
-  if (span) {  // AdaptiveMask's buffer per layer: torch.linspace(1 - L, 0, steps=L)
-    const int64_t L = sc.attn_span;
-    Tensor tmpl = Tensor::empty(Shape{L});
-    for (int64_t i = 0; i < L; ++i)
-      tmpl.f32()[i] = L == 1 ? 0.f : static_cast<float>((1.0 - static_cast<double>(L)) * (1.0 - static_cast<double>(i) / static_cast<double>(L - 1)));
-    for (int64_t l = 0; l < sc.n_layer; ++l)
-      buffer("decoder.model.layers." + std::to_string(l) + ".attn.attn.adaptive_span._mask.mask_template", tmpl);
-  }
-  if (xl) {  // HF saves each tied tensor again under the output's name, and pos_emb's inv_freq buffer
-    const std::string top = "decoder.model.transformer.", crit = "decoder.model.crit.";
-    const int64_t bands = static_cast<int64_t>(xc.kept_cutoffs().size()) + 1;
-    for (int64_t i = 0; i < (xc.div_val == 1 ? 1 : bands); ++i) {
-      const std::string n = std::to_string(i);
-      again(crit + "out_layers." + n + ".weight", top + "word_emb.emb_layers." + n + ".weight");
-      if (xc.div_val > 1 && i > 0) again(crit + "out_projs." + n, top + "word_emb.emb_projs." + n);
+  // The state dict (fairseq's names, buffers, tied tensors again over the same storage), with the
+  // parameters' values or, for extra_state["ema"], their moving averages (train/ema.h).
+  auto state_dict = [&](const NamedTensors* averages) {
+    w.empty_dict();
+    w.mark();
+    if (lm) {
+      Tensor version = Tensor::full(Shape{1}, 3.0f);  // TransformerDecoder's "version" buffer
+      w.str("decoder.version");
+      tensor(add_storage(version), version);
     }
-    Tensor inv = Tensor::empty(Shape{xc.d_model / 2});  // 1 / 10000^(2k/C)
-    for (int64_t k = 0; k < inv.numel(); ++k)
-      inv.f32()[k] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * static_cast<double>(k) / static_cast<double>(xc.d_model)));
-    buffer(top + "pos_emb.inv_freq", inv);
-  }
-  if (lm && c.adaptive_input) buffer("decoder.embed_tokens._float_tensor", Tensor::zeros(Shape{1}));
-  if (lm && c.has_adaptive_softmax()) {
-    const std::string a = "decoder.adaptive_softmax.", in = "decoder.embed_tokens.embeddings.";
-    const int64_t tails = static_cast<int64_t>(c.softmax_cutoffs().size()) -
-                          (c.softmax_cutoffs().back() == c.vocab_size ? 1 : 0);  // bands − 1
-    if (c.tie_adaptive_weights) {
-      again(a + "head.word_proj.weight", in + "0.0.weight");
-      buffer(a + "head._float_tensor", Tensor::zeros(Shape{1}));
-      for (int64_t i = 1; i <= tails; ++i) {
-        const std::string tail = a + "tail." + std::to_string(i - 1) + ".";
-        if (c.tie_adaptive_proj) again(tail + "0.weight", in + std::to_string(i) + ".1.weight");
-        again(tail + "2.weight", in + std::to_string(i) + ".0.weight");
+    std::map<std::string, std::pair<std::string, const Tensor*>> stored;  // name → (storage key, tensor)
+    for (const auto& [name, var] : model.params().items()) {
+      const Tensor* value = &var.value();
+      if (averages) {
+        auto it = std::find_if(averages->begin(), averages->end(), [&](const auto& a) { return a.first == name; });
+        if (it == averages->end() || it->second.numel() != value->numel())
+          fail_input(path, "the model's EMA has no " + std::string(it == averages->end() ? "tensor" : "tensor of its size") +
+                               " for '" + name + "'", "export a checkpoint written whole by `stretch train --store-ema`");
+        value = &it->second;
       }
+      const std::string key = add_storage(*value);
+      stored[name] = {key, value};
+      w.str(name);
+      tensor(key, *value);
     }
-    Tensor version = Tensor::empty(Shape{1}, DType::I64);  // AdaptiveSoftmax's "version" buffer: 1
-    version.i64()[0] = 1;
-    buffer(a + "version", version);
-  } else if (lm && c.share_decoder_input_output_embed) {
-    again("decoder.output_projection.weight", "decoder.embed_tokens.weight");
-  }
-  if (lm && c.pos == PosMethod::Sinusoidal) {
-    Tensor buf = Tensor::zeros(Shape{1});
-    w.str("decoder.embed_positions._float_tensor");
-    tensor(add_storage(buf), buf);
-  }
-  w.setitems_from_mark();
+    // Tied tensors are saved again under fairseq's second name, over the same storage (as torch does).
+    auto again = [&](const std::string& name, const std::string& original) {
+      auto it = stored.find(original);
+      if (it == stored.end()) fail_internal(__FILE__, __LINE__, "transformer_lm without " + original);
+      w.str(name);
+      tensor(it->second.first, *it->second.second);
+    };
+    auto buffer = [&](const std::string& name, const Tensor& t) {
+      w.str(name);
+      tensor(add_storage(t), t);
+    };
+    if (span) {  // AdaptiveMask's buffer per layer: torch.linspace(1 - L, 0, steps=L)
+      const int64_t L = sc.attn_span;
+      Tensor tmpl = Tensor::empty(Shape{L});
+      for (int64_t i = 0; i < L; ++i)
+        tmpl.f32()[i] = L == 1 ? 0.f : static_cast<float>((1.0 - static_cast<double>(L)) * (1.0 - static_cast<double>(i) / static_cast<double>(L - 1)));
+      for (int64_t l = 0; l < sc.n_layer; ++l)
+        buffer("decoder.model.layers." + std::to_string(l) + ".attn.attn.adaptive_span._mask.mask_template", tmpl);
+    }
+    if (xl) {  // HF saves each tied tensor again under the output's name, and pos_emb's inv_freq buffer
+      const std::string top = "decoder.model.transformer.", crit = "decoder.model.crit.";
+      const int64_t bands = static_cast<int64_t>(xc.kept_cutoffs().size()) + 1;
+      for (int64_t i = 0; i < (xc.div_val == 1 ? 1 : bands); ++i) {
+        const std::string n = std::to_string(i);
+        again(crit + "out_layers." + n + ".weight", top + "word_emb.emb_layers." + n + ".weight");
+        if (xc.div_val > 1 && i > 0) again(crit + "out_projs." + n, top + "word_emb.emb_projs." + n);
+      }
+      Tensor inv = Tensor::empty(Shape{xc.d_model / 2});  // 1 / 10000^(2k/C)
+      for (int64_t k = 0; k < inv.numel(); ++k)
+        inv.f32()[k] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * static_cast<double>(k) / static_cast<double>(xc.d_model)));
+      buffer(top + "pos_emb.inv_freq", inv);
+    }
+    if (lm && c.adaptive_input) buffer("decoder.embed_tokens._float_tensor", Tensor::zeros(Shape{1}));
+    if (lm && c.has_adaptive_softmax()) {
+      const std::string a = "decoder.adaptive_softmax.", in = "decoder.embed_tokens.embeddings.";
+      const int64_t tails = static_cast<int64_t>(c.softmax_cutoffs().size()) -
+                            (c.softmax_cutoffs().back() == c.vocab_size ? 1 : 0);  // bands − 1
+      if (c.tie_adaptive_weights) {
+        again(a + "head.word_proj.weight", in + "0.0.weight");
+        buffer(a + "head._float_tensor", Tensor::zeros(Shape{1}));
+        for (int64_t i = 1; i <= tails; ++i) {
+          const std::string tail = a + "tail." + std::to_string(i - 1) + ".";
+          if (c.tie_adaptive_proj) again(tail + "0.weight", in + std::to_string(i) + ".1.weight");
+          again(tail + "2.weight", in + std::to_string(i) + ".0.weight");
+        }
+      }
+      Tensor version = Tensor::empty(Shape{1}, DType::I64);  // AdaptiveSoftmax's "version" buffer: 1
+      version.i64()[0] = 1;
+      buffer(a + "version", version);
+    } else if (lm && c.share_decoder_input_output_embed) {
+      again("decoder.output_projection.weight", "decoder.embed_tokens.weight");
+    }
+    if (lm && c.pos == PosMethod::Sinusoidal) {
+      Tensor buf = Tensor::zeros(Shape{1});
+      w.str("decoder.embed_positions._float_tensor");
+      tensor(add_storage(buf), buf);
+    }
+    w.setitems_from_mark();
+  };
+  w.str("model");
+  state_dict(nullptr);
 
   w.str("optimizer_history");
   w.empty_list();
@@ -281,6 +295,12 @@ void export_fairseq(const LanguageModel& model, const std::string& path) {
   w.appends_from_mark();
   w.str("extra_state");
   w.empty_dict();
+  if (ema) {  // what fairseq-train --store-ema saves; checkpoint_utils.load_ema_from_checkpoint reads it
+    w.mark();
+    w.str("ema");
+    state_dict(ema);
+    w.setitems_from_mark();
+  }
   w.setitems_from_mark();
 
   std::vector<TorchZipEntry> all;

@@ -22,9 +22,12 @@
 #include <string>
 
 #include "models/language_model.h"
+#include "tensor/safetensors.h"
 
 namespace stretch::models {
 
-void export_fairseq(const LanguageModel& model, const std::string& path);
+// `ema` (names without "ema.", e.g. from a `stretch train --store-ema` checkpoint): written as
+// extra_state["ema"], the same state dict with the moving averages, as fairseq-train --store-ema saves it.
+void export_fairseq(const LanguageModel& model, const std::string& path, const NamedTensors* ema = nullptr);
 
 }  // namespace stretch::models
