@@ -24,7 +24,8 @@ nlohmann::json TrainState::to_json() const {
           {"epoch_updates", epoch_updates},
           {"seed", seed},
           {"lr_plateau", lr_plateau.to_json()},
-          {"ema_update_counter", ema_update_counter}};
+          {"ema_update_counter", ema_update_counter},
+          {"bf16_products", bf16_products}};
 }
 
 void TrainState::begin_next_epoch() {
@@ -65,11 +66,15 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& sou
       for (const auto& m : j.at("epoch_metric_sums")) s.epoch_metric_sums.emplace_back(m.at(0).get<std::string>(), m.at(1).get<double>());
     s.seed = j.at("seed").get<uint64_t>();
     s.ema_update_counter = j.value("ema_update_counter", int64_t{0});  // absent in files written before it
+    s.bf16_products = j.value("bf16_products", std::string());           // the same
     if (j.contains("lr_plateau")) s.lr_plateau = optim::PlateauState::from_json(j.at("lr_plateau"), source);
   } catch (const nlohmann::json::exception& e) {
     fail_input(source, std::string("train_state in the metadata is incomplete: ") + e.what(),
                "the file was not written by this version of `stretch train`; restore an earlier checkpoint");
   }
+  if (!s.bf16_products.empty() && s.bf16_products != "native" && s.bf16_products != "fp32")
+    fail_input(source, "train_state's bf16_products is '" + s.bf16_products + "', not native or fp32",
+               "restore an earlier checkpoint");
   if (s.num_updates < 0 || s.epoch < 1 || s.next_batch < 0)
     fail_input(source, "train_state " + j.dump() + " is impossible", "restore an earlier checkpoint");
   return s;

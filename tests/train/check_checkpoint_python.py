@@ -34,10 +34,10 @@ from safetensors import safe_open  # noqa: E402
 # issue 16's logs; checkpoints written before them lack them (read as 0, train/train_state.h), and
 # lr_plateau (reduce_lr_on_plateau's state, a fresh one when absent), epoch_metric_sums (a family's
 # extra train_inner metrics over the epoch: adaptive_span's spans; empty otherwise), ema_update_counter
-# (--store-ema --ema-update-freq's counter, 0 when absent).
+# (--store-ema --ema-update-freq's counter, 0 when absent), bf16_products (--bf16's products, "" for fp32).
 TRAIN_STATE_KEYS = {"num_updates", "epoch", "next_batch", "best_loss", "epoch_loss_sum", "epoch_ntokens", "seed",
                     "epoch_nsentences", "epoch_gnorm_sum", "epoch_clip_count", "epoch_updates", "lr_plateau",
-                    "epoch_metric_sums", "ema_update_counter"}
+                    "epoch_metric_sums", "ema_update_counter", "bf16_products"}
 CONFIG_KEYS = {"decoder_layers", "decoder_embed_dim", "decoder_ffn_embed_dim", "decoder_attention_heads",
                "decoder_normalize_before", "no_decoder_final_norm", "share_decoder_input_output_embed",
                "no_scale_embedding", "activation_fn", "pos", "tokens_per_sample", "max_target_positions",

@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "cli/bf16_speed.h"
+#include "ops/gemm.h"
 #include "tensor/safetensors.h"
 #include "train/checkpoint.h"
 #include "train_test_util.h"
@@ -163,6 +165,58 @@ TEST_F(Resume, KillNineContinuesFromTheLastSavedCheckpoint) {
   const int64_t e1 = last_update_of_epoch1();
   const int64_t expected = std::max<int64_t>(10, e1 < 12 ? e1 : 0);
   stop_and_resume(SIGKILL, 12, expected, "sigkill");
+}
+
+// --bf16 where the CPU's choice of products is measured at startup (cli/bf16_speed.h, kind Dot: Zen 4,
+// Zen 5, an Intel Xeon without AMX): a resume keeps the checkpoint's choice. The run starts with the
+// products this CPU would NOT choose (forced by STRETCH_BF16_PRODUCTS), so the resume's own measurement
+// disagrees with the checkpoint every time; the two choices give different roundings, so keeping the
+// wrong one fails the comparison (the control shows it).
+TEST(Bf16Resume, KeepsTheCheckpointsBf16Products) {
+  if (ops::bf16_matmul_kind() != ops::Bf16MatmulKind::Dot)
+    GTEST_SKIP() << "bf16 products are chosen by measurement only on a CPU with avx512_bf16 and no AMX ("
+                 << ops::cpu_isa_summary() << "): nothing to keep across a resume here";
+  const cli::Bf16Choice here = cli::choose_bf16_products(cli::measure_bf16_speed(), nullptr, "--bf16");
+  const std::string other = here.products == ops::Bf16Products::Native ? "fp32" : "native";
+  const std::string mine = ops::bf16_products_name(here.products);
+  TempDir dir;
+  const std::string data = make_data_bin(dir);
+  auto args = [&](const std::string& save, const char* max_update) {
+    std::vector<std::string> a = train_args(data, save);
+    a.insert(a.end(), {"--bf16", "--lr-scheduler", "inverse_sqrt", "--max-update", max_update});  // no period to change
+    return a;
+  };
+  const RunResult ref = run_stretch(args(dir / "ref", "6"), {{"STRETCH_BF16_PRODUCTS", other}});
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_EQ(read_checkpoint(dir / "ref/checkpoint_last.pt").state.bf16_products, other);
+  const auto want = log_by_update(ref.out);
+  for (const bool control : {false, true}) {
+    const std::string save = dir / (control ? "control" : "resumed");
+    const RunResult first = run_stretch(args(save, "3"), {{"STRETCH_BF16_PRODUCTS", other}});
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    // The resume: no variable (this CPU's measured choice, `mine`), or the control forcing `mine`.
+    std::map<std::string, std::string> env;
+    if (control) env["STRETCH_BF16_PRODUCTS"] = mine;
+    const RunResult r = run_stretch(args(save, "6"), env);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto got = log_by_update(r.out);
+    int64_t same = 0, updates = 0;
+    for (const auto& [k, v] : got)
+      if (k.find('@') == std::string::npos) {
+        ++updates;
+        same += want.count(k) && want.at(k) == v;
+      }
+    EXPECT_EQ(updates, 3);
+    if (!control) {
+      EXPECT_NE(r.err.find("keeps its checkpoint's bf16 products (" + other), std::string::npos) << r.err;
+      EXPECT_EQ(same, 3) << "the resumed updates differ from the uninterrupted run's";
+      expect_same_checkpoint(save + "/checkpoint_last.pt", dir / "ref/checkpoint_last.pt");
+    } else {
+      EXPECT_NE(r.err.find("other roundings than an uninterrupted run"), std::string::npos) << r.err;
+      EXPECT_LT(same, 3) << "forcing the other products changed nothing: this test could not fail";
+      EXPECT_EQ(read_checkpoint(save + "/checkpoint_last.pt").state.bf16_products, mine);
+    }
+  }
 }
 
 }  // namespace
