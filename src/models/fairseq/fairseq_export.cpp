@@ -204,7 +204,8 @@ void export_fairseq(const LanguageModel& model, const std::string& path, const N
     for (const auto& [name, var] : model.params().items()) {
       const Tensor* value = &var.value();
       if (averages) {
-        auto it = std::find_if(averages->begin(), averages->end(), [&](const auto& a) { return a.first == name; });
+        const std::string& wanted = name;  // a structured binding cannot be captured before C++20 (clang)
+        auto it = std::find_if(averages->begin(), averages->end(), [&](const auto& a) { return a.first == wanted; });
         if (it == averages->end() || it->second.numel() != value->numel())
           fail_input(path, "the model's EMA has no " + std::string(it == averages->end() ? "tensor" : "tensor of its size") +
                                " for '" + name + "'", "export a checkpoint written whole by `stretch train --store-ema`");
