@@ -24,10 +24,11 @@ void add_export_fairseq(CLI::App& sub, Runner& run) {
     apply_common_options(o->common);
     if (std::filesystem::exists(o->out) && std::filesystem::equivalent(o->in, o->out))
       fail_usage("--out " + o->out + " is the model being exported", "write the .pt elsewhere");
-    auto model = models::load_model(o->in, nlohmann::json::object(), models::OverrideUse::Evaluation);
+    models::ModelFile contents;  // the file as read once: its training-state tensors are still in it
+    auto model = models::load_model(o->in, nlohmann::json::object(), models::OverrideUse::Evaluation, &contents);
     // A `stretch train --store-ema` checkpoint's moving averages go to extra_state["ema"] (train/ema.h).
     NamedTensors ema;
-    for (const auto& [name, t] : models::read_model_file(o->in).file.tensors)
+    for (const auto& [name, t] : contents.file.tensors)
       if (name.rfind("ema.", 0) == 0) ema.emplace_back(name.substr(4), t);
     models::export_fairseq(*model, o->out, ema.empty() ? nullptr : &ema);
     if (model->info().family == "adaptive_span")
