@@ -14,6 +14,8 @@
 //    memory (--mem-len; run_memory_parity.py).
 // The last row of every batch ends in --pad pad tokens (right padding, as fairseq collates).
 // --bias-noise S perturbs every *bias parameter after init (zero-initialised biases hide bias bugs).
+// --normformer-noise S perturbs NormFormer's c_attn, w_resid, attn_ln.*, ffn_layernorm.* (at init 1 or a
+// LayerNorm's 1 / 0, they would hide a scale applied to the wrong channels).
 // Usage: stretch_parity_dump --model-json '{"pos":"alibi","vocab_size":50}' --batch 2 --len 16
 //          --pad 3 --seed 1 --checkpoint ckpt.pt --dump dump.safetensors
 //        stretch_parity_dump --model-json ... --checkpoint init.pt --trajectory opt.json
@@ -196,7 +198,7 @@ int main(int argc, char** argv) {
   int64_t batch = 2, len = 16, pad = 0, steps = 20, segments = 1, masked_lm = 0;
   uint64_t seed = 1;
   uint64_t step = 0;
-  float bias_noise = 0.f;
+  float bias_noise = 0.f, normformer_noise = 0.f;
   app.add_option("--model-json", model_json,
                  "model config (fairseq names) over the preset of its \"arch\" (default transformer_lm_tiny)");
   app.add_option("--batch", batch);
@@ -211,6 +213,8 @@ int main(int argc, char** argv) {
   app.add_option("--bias-noise", bias_noise,
                  "after init, add uniform(-S, S) to every parameter whose name ends in 'bias' (biases initialised to 0 "
                  "would hide a wrong bias slice)");
+  app.add_option("--normformer-noise", normformer_noise,
+                 "after init, add uniform(-S, S) to NormFormer's c_attn, w_resid, attn_ln.*, ffn_layernorm.*");
   app.add_option("--segments", segments, "model dump over K consecutive batches through the training memory");
   app.add_option("--trajectory", trajectory_opt, "optimizer config JSON: run --steps updates instead");
   app.add_option("--steps", steps);
@@ -236,6 +240,13 @@ int main(int argc, char** argv) {
       for (const auto& [name, v] : model.params().items())
         if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0)
           for (int64_t i = 0; i < v.numel(); ++i) v.data()[i] += rng.uniform(-bias_noise, bias_noise);
+    }
+    if (normformer_noise > 0.f) {
+      Rng rng(seed, /*stream=*/0x4f4d);
+      for (const auto& [name, v] : model.params().items())
+        for (const char* piece : {".c_attn", ".w_resid", ".attn_ln.", ".ffn_layernorm."})
+          if (name.find(piece) != std::string::npos)
+            for (int64_t i = 0; i < v.numel(); ++i) v.data()[i] += rng.uniform(-normformer_noise, normformer_noise);
     }
     train::save_checkpoint(checkpoint, model, {.dict_hash = "parity"});
     if (!dump.empty() && segments > 1) return segments_dump(model, segments, batch, len, pad, seed, dump);

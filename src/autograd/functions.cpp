@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/tape.h"
+#include "ops/channel_scale.h"
 #include "ops/cross_entropy_softmax.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -193,6 +194,28 @@ Var scale(const Var& x, float alpha) {
         if (init == ops::GradInit::Overwrite) ops::scale_forward(g, y.grad_data(), alpha, x.numel());
         else ops::axpy(g, y.grad_data(), alpha, x.numel());
       });
+      y.release_grad();
+    });
+  }
+  return y;
+}
+
+Var channel_scale(const Var& x, const Var& w, int64_t group) {
+  const int64_t c = x.shape()[-1];
+  STRETCH_CHECK(group > 0 && c % group == 0 && w.numel() == c / group,
+                "channel_scale: x " << x.shape().str() << ", w " << w.shape().str() << ", group " << group);
+  const ops::ChannelScaleDims d{.n = x.numel() / c, .c = c, .group = group};
+  Var y(Tensor::empty(x.shape()));
+  ops::channel_scale_forward(y.data(), x.data(), w.data(), d);
+  if (needs_grad({&x, &w})) {
+    y.set_requires_grad(true);
+    tape().push([x, w, y, d] {
+      // w first: it reads x's values, which x's gradient never touches.
+      if (w.requires_grad()) ops::channel_scale_backward(nullptr, w.grad_data(), y.grad_data(), x.data(), w.data(), d);
+      if (x.requires_grad())
+        store_grad(x, [&](float* g, ops::GradInit init) {
+          ops::channel_scale_backward(g, nullptr, y.grad_data(), x.data(), w.data(), d, init);
+        });
       y.release_grad();
     });
   }

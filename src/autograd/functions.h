@@ -36,6 +36,9 @@ Var activation(const Var& x, ops::Activation act);
 Var add(const Var& a, const Var& b);
 // alpha · x
 Var scale(const Var& x, float alpha);
+// y [.., C] = x [.., C] · w [C / group], channel c scaled by w[c / group] (ops/channel_scale.h:
+// NormFormer's w_resid with group 1, c_attn [H] with group D)
+Var channel_scale(const Var& x, const Var& w, int64_t group = 1);
 // Inverted dropout; identity (no copy) when p == 0 or grad mode is off... only p matters:
 // the caller passes p = 0 in evaluation.
 Var dropout(const Var& x, const ops::DropoutParams& p);

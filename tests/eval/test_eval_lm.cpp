@@ -284,6 +284,38 @@ INSTANTIATE_TEST_SUITE_P(RelativePositions, EvalLmKvCache,
                          ::testing::Values(PosMethod::Alibi, PosMethod::Rope, PosMethod::T5, PosMethod::None),
                          [](const auto& info) { return std::string(models::pos_method_name(info.param)); });
 
+// NormFormer (--scale-*): the scored-rows shortcut of the last block (context windows, several
+// windows per pass) and the KV cache run the block's scales and LayerNorms on fewer rows than a
+// full pass; both must still give the direct definition. The scales and LayerNorms are moved off
+// their init (at 1 and 1 / 0 a scale on the wrong rows would pass).
+TEST(EvalLm, NormFormerWindowsAndKvCacheMatchTheDirectDefinition) {
+  models::TransformerLMConfig cfg = testing::tiny_config(PosMethod::Alibi, 30);
+  cfg.scale_heads = cfg.scale_attn = cfg.scale_fc = cfg.scale_resids = true;
+  models::TransformerLM model(cfg);
+  model.init(7);
+  Rng rng(7, 3);
+  int perturbed = 0;
+  for (const auto& [name, v] : model.params().items())
+    for (const char* piece : {".c_attn", ".w_resid", ".attn_ln.", ".ffn_layernorm."})
+      if (name.find(piece) != std::string::npos) {
+        for (int64_t i = 0; i < v.numel(); ++i) v.data()[i] += rng.uniform(-0.5f, 0.5f);
+        ++perturbed;
+      }
+  EXPECT_EQ(perturbed, 2 * 6);  // per layer: c_attn, w_resid, attn_ln.{weight,bias}, ffn_layernorm.{weight,bias}
+  const auto stream = testing::random_stream(61, 30, 13);
+  auto s = memory_stream(stream);
+  for (auto [L, c] : {std::pair<int64_t, int64_t>{8, 0}, {8, 5}, {12, 7}}) {
+    const auto want = reference_eval(model, stream, L, c);
+    EvalResult r = evaluate(model, s, {.tokens_per_sample = L, .context_window = c, .max_sentences = 3});
+    EXPECT_EQ(r.count, 61);
+    expect_close(r.nll_sum, want.nll_sum, 1e-5, "L " + std::to_string(L) + " c " + std::to_string(c));
+  }
+  EvalResult kv = evaluate(model, s, {.tokens_per_sample = 8, .context_window = 64, .protocol = EvalProtocol::KvCache});
+  EvalResult full = evaluate(model, s, {.tokens_per_sample = 61});
+  EXPECT_EQ(kv.count, 61);
+  expect_close(kv.nll_sum, full.nll_sum, 1e-5, "kv cache");
+}
+
 TEST(EvalLm, KvCacheRefusesAbsolutePositions) {
   auto s = memory_stream(testing::random_stream(20, 30, 1));
   for (PosMethod p : {PosMethod::Sinusoidal, PosMethod::Learned}) {

@@ -83,13 +83,8 @@ def binary(stretch, tmp):
              "16", "--batch-size", "8", "--threads", "1", "--disable-validation", "--no-epoch-checkpoints",
              "--log-format", "json", "--log-interval", "1", "--log-full-precision", "--optimizer", "adam", "--lr",
              "0.005", "--decoder-layerdrop", "0.5"]
-    whole = trajectory(train + ["--max-update", "6", "--save-dir", os.path.join(tmp, "whole")], "6 updates")
-    d = os.path.join(tmp, "resumed")
-    first = trajectory(train + ["--max-update", "3", "--save-dir", d], "3 updates")
-    rest = trajectory(train + ["--max-update", "6", "--save-dir", d], "the resume")
-    check([r[1] for r in first + rest] == [r[1] for r in whole],
-          f"p 0.5: 3 updates + a resume = 6 updates, every loss bit for bit: {[r[1] for r in whole]}")
-    ckpt = os.path.join(tmp, "whole", "checkpoint_last.pt")
+    whole_dir = checklib.check_resume(train, tmp, "p 0.5")
+    ckpt = os.path.join(whole_dir, "checkpoint_last.pt")
     flags = ["--tokens-per-sample", "16"]
     a = stretch_eval(stretch, ckpt, flags, tmp)["loss_base2"]
     b = stretch_eval(stretch, ckpt, flags + ["--model-overrides", "{'decoder_layerdrop': 0}"], tmp)["loss_base2"]

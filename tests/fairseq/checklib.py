@@ -113,3 +113,17 @@ def trajectory(cmd, name, cwd=None):
     if not out:
         raise SystemExit(f"FAIL: {name} logged no train_inner line:\n{(p.stdout + p.stderr)[-3000:]}")
     return out
+
+
+def check_resume(train, tmp, what):
+    """`train` (a stretch train command logging JSON at full precision, without --max-update / --save-dir) for 6
+    updates, and for 3 then resumed to 6 in another directory: every update's loss bit for bit. -> the whole
+    run's save directory."""
+    whole_dir = os.path.join(tmp, "whole")
+    whole = trajectory(train + ["--max-update", "6", "--save-dir", whole_dir], "6 updates")
+    d = os.path.join(tmp, "resumed")
+    first = trajectory(train + ["--max-update", "3", "--save-dir", d], "3 updates")
+    rest = trajectory(train + ["--max-update", "6", "--save-dir", d], "the resume")
+    check([r[1] for r in first + rest] == [r[1] for r in whole],
+          f"{what}: 3 updates + a resume = 6 updates, every loss bit for bit: {[r[1] for r in whole]}")
+    return whole_dir

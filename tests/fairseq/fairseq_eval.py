@@ -8,7 +8,8 @@ are sorted by id, which is stream order for both --tokens-per-sample blocks and
 so the samples are kept in the order fairseq logs them: step by step, row by row (stretch
 eval-lm's --dump-nll order). "printed_loss" is the Loss (base 2) line as fairseq prints it
 (4 decimals). STRETCH_FAIRSEQ_ALIBI=1 evaluates with the ALiBi fork's decoder
-(fairseq_alibi_patch.py). Usage (in the fairseq venv):
+(fairseq_alibi_patch.py); STRETCH_FAIRSEQ_NORMFORMER=1 lets transformer_lm build NormFormer
+(fairseq_normformer_patch.py). Usage (in the fairseq venv):
   fairseq_eval.py DATA --path CKPT [more fairseq-eval-lm flags]
 """
 import json
@@ -25,6 +26,10 @@ def main():
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import fairseq_alibi_patch
         fairseq_alibi_patch.apply()
+    if os.environ.get("STRETCH_FAIRSEQ_NORMFORMER") == "1":  # transformer_lm builds NormFormer (the patch's doc)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import fairseq_normformer_patch
+        fairseq_normformer_patch.apply()
 
     captured = {}
     samples = {}

@@ -117,6 +117,7 @@ const std::vector<OpCase>& op_cases() {
     std::vector<OpCase> v;
     add_linear_cases(v);
     add_layernorm_cases(v);
+    add_channel_scale_cases(v);
     add_activation_cases(v);
     add_elementwise_cases(v);
     add_embedding_cases(v);

@@ -73,6 +73,7 @@ OpCase perturbed_case(const OpCase& c, Pass pass, int output_index, double facto
 // Case lists per op (op_cases_*.cpp), gathered by op_cases().
 void add_linear_cases(std::vector<OpCase>& cases);
 void add_layernorm_cases(std::vector<OpCase>& cases);
+void add_channel_scale_cases(std::vector<OpCase>& cases);
 void add_activation_cases(std::vector<OpCase>& cases);
 void add_elementwise_cases(std::vector<OpCase>& cases);
 void add_embedding_cases(std::vector<OpCase>& cases);

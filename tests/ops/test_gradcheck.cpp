@@ -13,6 +13,7 @@
 
 #include "core/rng.h"
 #include "ops/activation.h"
+#include "ops/channel_scale.h"
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
@@ -379,6 +380,35 @@ TEST(GradCheck, SplitMergeHeads) {
     expect_grad("fast", acc, fx, kAtolF, kRtolF);
   }
 }
+
+// y = x · w[c / G]: group 1 (NormFormer's w_resid) and group 3 (c_attn with D = 3, 2 heads).
+void check_channel_scale(int64_t group) {
+  const ChannelScaleDims d{.n = 4, .c = 6, .group = group};
+  const int64_t nc = d.n * d.c, g = d.c / group;
+  VecD x = rand_vec(nc, 61 + group), w = rand_vec(g, 62 + group, 0.5f, 1.5f), G = rand_vec(nc, 63 + group);
+  auto loss = [&] {
+    VecD y(nc);
+    ref::channel_scale_forward(y.data(), x.data(), w.data(), d);
+    return dot(y, G);
+  };
+  const VecD fx = fd_grad(x, loss), fw = fd_grad(w, loss);
+  VecD dx = start(nc), dw = start(g);
+  ref::channel_scale_backward(dx.data(), dw.data(), G.data(), x.data(), w.data(), d);
+  expect_grad("ref64 dx", dx, fx, kAtolD, kRtolD);
+  expect_grad("ref64 dw", dw, fw, kAtolD, kRtolD);
+  const VecF xf = to_f(x), wf = to_f(w), Gf = to_f(G);
+  for (int fast = 0; fast < 2; ++fast) {
+    SCOPED_TRACE(fast ? "fast" : "ref32");
+    VecF dxf = start_f(nc), dwf = start_f(g);
+    if (fast) channel_scale_backward(dxf.data(), dwf.data(), Gf.data(), xf.data(), wf.data(), d);
+    else ref::channel_scale_backward(dxf.data(), dwf.data(), Gf.data(), xf.data(), wf.data(), d);
+    expect_grad("dx", dxf, fx, kAtolF, kRtolF);
+    expect_grad("dw", dwf, fw, kAtolF, kRtolF);
+  }
+}
+
+TEST(GradCheck, ChannelScalePerChannel) { check_channel_scale(1); }
+TEST(GradCheck, ChannelScalePerGroup) { check_channel_scale(3); }
 
 TEST(GradCheck, Add) {
   const int64_t n = 19;

@@ -46,7 +46,7 @@ TEST(OpRegistry, BenchShapesMatchReference) {
 TEST(OpRegistry, EveryOpIsRegistered) {
   std::set<std::string> ops;
   for (const OpCase& c : op_cases()) ops.insert(c.op);
-  for (const char* op : {"linear", "layernorm", "relu", "gelu", "gelu_accurate", "tanh", "linear_activation", "add", "axpy", "scale", "split/merge_heads",
+  for (const char* op : {"linear", "layernorm", "relu", "gelu", "gelu_accurate", "tanh", "linear_activation", "add", "axpy", "scale", "channel_scale", "split/merge_heads",
                          "embedding", "dropout", "cross_entropy", "rope", "sinusoidal"})
     EXPECT_TRUE(ops.count(op)) << op;
 }

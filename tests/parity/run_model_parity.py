@@ -13,6 +13,8 @@ right-padded with 3 pad tokens, dropout 0):
   alibi-gelu-nofinalnorm-noscale        the same with ALiBi
   alibi-gelu-accurate, sinusoidal-tanh-postnorm-tied, learned-linear   fairseq's other activations
   layernorm-embedding-*   --layernorm-embedding with alibi, sinusoidal post-norm tied, learned unscaled
+  normformer-*            NormFormer (--scale-*): all four with alibi pre-norm and sinusoidal post-norm tied,
+                          heads + resids with rope; the scales and LayerNorms perturbed off their init
   alibi-v-*   the ALiBi variants of issue 15 (VARIANTS below: slope list, groups, layer scale,
               learnable slopes with each shape, log/clipped shapes, slope warm-up at update 4 of 10,
               no-bias heads, hybrid stacks with rope/t5/none upper layers, interpolated slopes,
@@ -115,6 +117,15 @@ def cases():
                                                               share_decoder_input_output_embed=True)
     out["layernorm-embedding-learned-noscale"] = dict(BASE, pos="learned", layernorm_embedding=True,
                                                       no_scale_embedding=True, max_target_positions=16)
+    # NormFormer (--scale-heads/-attn/-fc/-resids), its scales and LayerNorms moved off their init by
+    # "_normformer_noise" (at 1 and 1/0 a scale on the wrong channels would pass): all four pre-norm
+    # with ALiBi, post-norm tied with sinusoidal positions, and two of them alone with rope.
+    nf = {"scale_heads": True, "scale_attn": True, "scale_fc": True, "scale_resids": True, "_normformer_noise": 0.5}
+    out["normformer-alibi-prenorm"] = dict(BASE, pos="alibi", **nf)
+    out["normformer-sinusoidal-postnorm-tied"] = dict(BASE, pos="sinusoidal", decoder_normalize_before=False,
+                                                      share_decoder_input_output_embed=True, **nf)
+    out["normformer-rope-heads-resids"] = dict(BASE, pos="rope", scale_heads=True, scale_resids=True,
+                                               _normformer_noise=0.5)
     # Adaptive input + adaptive softmax (V 50, bands [0,12) [12,30) [30,50), factor 2: d 48, 24, 12),
     # pre-norm: tied tables and projections (the wiki103 layout), tied tables only, untied, and the
     # exact-NLL cross_entropy criterion; an adaptive softmax behind a plain embedding.
@@ -141,9 +152,10 @@ def run_case(tool, name, model, workdir, seed):
     seed = model.pop("_seed", seed)  # a case may fix its batch (the adaptive_loss quirk needs certain targets)
     step = model.pop("_step", 0)
     bias_noise = model.pop("_bias_noise", 0.0)
+    normformer_noise = model.pop("_normformer_noise", 0.0)
     cmd = [tool, "--model-json", json.dumps(model), "--batch", "3", "--len", "16", "--pad", "3",
            "--seed", str(seed), "--step", str(step), "--checkpoint", ckpt, "--dump", dump,
-           "--bias-noise", str(bias_noise)]
+           "--bias-noise", str(bias_noise), "--normformer-noise", str(normformer_noise)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise InputError(tool, f"exit {p.returncode} for case {name}: {p.stderr.strip()}")

@@ -164,6 +164,10 @@ void export_fairseq(const LanguageModel& model, const std::string& path, const N
     kv_b("share_decoder_input_output_embed", c.share_decoder_input_output_embed);
     kv_b("no_scale_embedding", c.no_scale_embedding);
     kv_b("layernorm_embedding", c.layernorm_embedding);
+    kv_b("scale_heads", c.scale_heads);  // NormFormer
+    kv_b("scale_attn", c.scale_attn);
+    kv_b("scale_fc", c.scale_fc);
+    kv_b("scale_resids", c.scale_resids);
     kv_b("add_bos_token", c.add_bos_token);  // the task flag (fairseq-eval-lm still needs --add-bos-token)
     kv_b("decoder_learned_pos", c.pos == PosMethod::Learned);
     kv_b("no_token_positional_embeddings", c.pos == PosMethod::None);

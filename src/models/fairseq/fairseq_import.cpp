@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "models/fairseq/fairseq_import_span.h"
@@ -68,11 +69,9 @@ const FamilyMapping kTransformerLmCommon = {
                "decoder_layers", "decoder_attention_heads", "decoder_normalize_before", "no_decoder_final_norm",
                "no_token_positional_embeddings", "share_decoder_input_output_embed", "decoder_learned_pos",
                "no_scale_embedding", "layernorm_embedding", "tokens_per_sample", "max_target_positions", "max_tokens",
-               "add_bos_token", "decoder_layerdrop"},
+               "add_bos_token", "decoder_layerdrop", "scale_fc", "scale_attn", "scale_heads", "scale_resids"},
     .neutral = {{"character_embeddings", false},
                 {"decoder_layers_to_keep", nullptr},    {"base_layers", 0},
-                {"scale_fc", false},                    {"scale_attn", false},
-                {"scale_heads", false},                 {"scale_resids", false},
                 {"decoder_xformers_att_config", nullptr},
                 {"cross_self_attention", false},        {"quant_noise_pq", 0.0},
                 {"quant_noise_scalar", 0.0}},
@@ -402,6 +401,25 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
   c.share_decoder_input_output_embed = flag(m, "share_decoder_input_output_embed", false);
   c.no_scale_embedding = flag(m, "no_scale_embedding", false);
   c.layernorm_embedding = flag(m, "layernorm_embedding", false);
+  c.scale_heads = flag(m, "scale_heads", false);
+  c.scale_attn = flag(m, "scale_attn", false);
+  c.scale_fc = flag(m, "scale_fc", false);
+  c.scale_resids = flag(m, "scale_resids", false);
+  // fairseq 0.12.2's transformer_lm records --scale-* in its config but builds no NormFormer (its
+  // TransformerConfig.from_namespace drops a DictConfig's extra keys; docs/fairseq.md): a flag whose
+  // tensors the state dict lacks was not part of the model fairseq trained, so it is imported off.
+  for (auto& [on, key, tensor] : {std::tuple{&c.scale_heads, "scale_heads", "c_attn"},
+                                  std::tuple{&c.scale_attn, "scale_attn", "attn_ln.weight"},
+                                  std::tuple{&c.scale_fc, "scale_fc", "ffn_layernorm.weight"},
+                                  std::tuple{&c.scale_resids, "scale_resids", "w_resid"}})
+    if (*on && !has(std::string("decoder.layers.0.") + tensor)) {
+      *on = false;
+      std::string flag_name = std::string("--") + key;
+      std::replace(flag_name.begin(), flag_name.end(), '_', '-');
+      out.notes.push_back(std::string(key) + " is set but the state dict has no decoder.layers.0." + tensor +
+                          ": fairseq 0.12.2's transformer_lm ignores " + flag_name + " (the model it trained has "
+                          "none), so it is imported off");
+    }
   // fairseq's task flag (the model config mirrors it: II("task.add_bos_token")); either says it.
   c.add_bos_token = flag(m, "add_bos_token", false) || (task.is_object() && flag(task, "add_bos_token", false));
   c.dropout = static_cast<float>(num(m, "dropout", 0.1));
@@ -536,6 +554,19 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
                           "self_attn_layer_norm.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
                           "final_layer_norm.weight", "final_layer_norm.bias"})
       t.emplace_back(p + n, take(p + n));
+    // NormFormer: each tensor's shape against the config (a wrong one would fail later, less clearly)
+    const int64_t F = c.decoder_ffn_embed_dim, H = c.decoder_attention_heads;
+    for (const auto& [on, n, size] : {std::tuple{c.scale_heads, "c_attn", H}, std::tuple{c.scale_resids, "w_resid", C},
+                                      std::tuple{c.scale_attn, "attn_ln.weight", C},
+                                      std::tuple{c.scale_attn, "attn_ln.bias", C},
+                                      std::tuple{c.scale_fc, "ffn_layernorm.weight", F},
+                                      std::tuple{c.scale_fc, "ffn_layernorm.bias", F}}) {
+      if (!on) continue;
+      Tensor w = take(p + n);
+      if (w.shape() != Shape{size})
+        fail_input(path, p + n + " is " + w.shape().str() + ", expected [" + std::to_string(size) + "]", kHint);
+      t.emplace_back(p + n, w);
+    }
   }
   if (c.has_final_norm()) {
     t.emplace_back("decoder.layer_norm.weight", take("decoder.layer_norm.weight"));

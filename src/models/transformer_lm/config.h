@@ -50,6 +50,9 @@ struct TransformerLMConfig {
   bool share_decoder_input_output_embed = false;
   bool no_scale_embedding = false;         // embed_scale = sqrt(C) unless set
   bool layernorm_embedding = false;        // decoder.layernorm_embedding: LayerNorm after scale + positions, before dropout
+  // NormFormer (fairseq's --scale-*; nn/decoder_block.h): c_attn [H] on the attention output, attn_ln [C]
+  // after it, ffn_layernorm [F] before fc2, w_resid [C] on the FFN's residual.
+  bool scale_heads = false, scale_attn = false, scale_fc = false, scale_resids = false;
   ops::Activation activation_fn = ops::Activation::Relu;
   PosMethod pos = PosMethod::Alibi;
   int64_t tokens_per_sample = 512;         // training block length L_train

@@ -121,7 +121,11 @@ TransformerLM::TransformerLM(TransformerLMConfig config) : config_(std::move(con
                               .ffn_dim = c.decoder_ffn_embed_dim,
                               .heads = c.decoder_attention_heads,
                               .normalize_before = c.decoder_normalize_before,
-                              .activation = c.activation_fn};
+                              .activation = c.activation_fn,
+                              .scale_heads = c.scale_heads,
+                              .scale_attn = c.scale_attn,
+                              .scale_fc = c.scale_fc,
+                              .scale_resids = c.scale_resids};
   layers_.reserve(static_cast<size_t>(c.decoder_layers));
   for (int64_t l = 0; l < c.decoder_layers; ++l)
     layers_.emplace_back(params_, "decoder.layers." + std::to_string(l) + ".", block,
@@ -159,6 +163,9 @@ ModelInfo TransformerLM::info() const {
   const auto& c = config_;
   std::string summary = c.arch + " pos=" + pos_method_name(c.pos);
   if (c.layernorm_embedding) summary += " layernorm-embedding";
+  for (const auto& [on, name] : {std::pair{c.scale_heads, "scale-heads"}, std::pair{c.scale_attn, "scale-attn"},
+                                 std::pair{c.scale_fc, "scale-fc"}, std::pair{c.scale_resids, "scale-resids"}})
+    if (on) summary += std::string(" ") + name;
   if (c.add_bos_token) summary += " add-bos-token";
   if (c.input_dim() != c.decoder_embed_dim) summary += " input-dim=" + std::to_string(c.input_dim());
   if (c.has_project_out()) summary += " output-dim=" + std::to_string(c.output_dim());
@@ -211,6 +218,7 @@ void TransformerLM::init(uint64_t seed) {
     nn::init_uniform_fan_in(L.ffn.fc2.weight, c.decoder_ffn_embed_dim, rng);
     nn::init_uniform_fan_in(L.ffn.fc2.bias, c.decoder_ffn_embed_dim, rng);
     L.final_layer_norm.init();
+    L.init_normformer();  // no draw: the other parameters keep their values for the seed
   }
   if (final_norm_.defined()) final_norm_.init();
   if (project_out_.weight.defined()) nn::init_xavier_uniform(project_out_.weight, 1.0f, rng);
@@ -378,6 +386,9 @@ int64_t TransformerLM::parameter_count(const TransformerLMConfig& c) {
   if (c.pos == PosMethod::T5) n += c.t5_num_buckets * c.decoder_attention_heads;
   // per block: q, k, v, out (weights + biases), two LayerNorms, fc1, fc2
   n += c.decoder_layers * (4 * (C * C + C) + 2 * 2 * C + (C * F + F) + (F * C + C));
+  // NormFormer: c_attn [H], attn_ln [C] x 2, ffn_layernorm [F] x 2, w_resid [C]
+  n += c.decoder_layers * ((c.scale_heads ? c.decoder_attention_heads : 0) + (c.scale_attn ? 2 * C : 0) +
+                           (c.scale_fc ? 2 * F : 0) + (c.scale_resids ? C : 0));
   if (c.has_final_norm()) n += 2 * C;
   if (c.has_adaptive_softmax()) {
     const nn::VocabBands b = bands_of(c.softmax_cutoffs());

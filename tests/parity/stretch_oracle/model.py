@@ -83,6 +83,13 @@ class LMConfig:
     share_io: bool = False
     no_scale_embedding: bool = False
     layernorm_embedding: bool = False  # fairseq TransformerDecoder: LN after scale + positions, before dropout
+    # NormFormer (fairseq 0.12.2 TransformerDecoderLayerBase): c_attn [H] scales the attention output's
+    # D-channel groups after out_proj; attn_ln [C] follows it; ffn_layernorm [F] sits between the
+    # activation and fc2; w_resid [C] scales the FFN's residual.
+    scale_heads: bool = False
+    scale_attn: bool = False
+    scale_fc: bool = False
+    scale_resids: bool = False
     activation: str = "relu"
     tokens_per_sample: int = 0
     max_target_positions: int = 0
@@ -172,6 +179,10 @@ class LMConfig:
             share_io=_as_bool("share_decoder_input_output_embed", g("share_decoder_input_output_embed", False)),
             no_scale_embedding=_as_bool("no_scale_embedding", g("no_scale_embedding", False)),
             layernorm_embedding=_as_bool("layernorm_embedding", g("layernorm_embedding", False)),
+            scale_heads=_as_bool("scale_heads", g("scale_heads", False)),
+            scale_attn=_as_bool("scale_attn", g("scale_attn", False)),
+            scale_fc=_as_bool("scale_fc", g("scale_fc", False)),
+            scale_resids=_as_bool("scale_resids", g("scale_resids", False)),
             activation=str(g("activation_fn", "relu")),
             tokens_per_sample=_as_int("tokens_per_sample", g("tokens_per_sample", 0)),
             max_target_positions=_as_int("max_target_positions",
@@ -240,6 +251,8 @@ class LMConfig:
             "decoder_normalize_before": self.normalize_before, "no_decoder_final_norm": self.no_final_norm,
             "share_decoder_input_output_embed": self.share_io, "no_scale_embedding": self.no_scale_embedding,
             "layernorm_embedding": self.layernorm_embedding,
+            "scale_heads": self.scale_heads, "scale_attn": self.scale_attn, "scale_fc": self.scale_fc,
+            "scale_resids": self.scale_resids,
             "activation_fn": self.activation, "pos": self.pos, "tokens_per_sample": self.tokens_per_sample,
             "max_target_positions": self.max_target_positions, "vocab_size": self.vocab_size,
             "padding_idx": self.padding_idx, "t5_num_buckets": self.t5_num_buckets,
@@ -265,11 +278,21 @@ def param_shapes(cfg: LMConfig) -> dict:
         s["decoder.relative_attention_bias.weight"] = (cfg.t5_num_buckets, H)
     for n in range(cfg.layers):
         p = f"decoder.layers.{n}."
+        if cfg.scale_heads:  # a layer's own parameters come before its modules' (torch named_parameters)
+            s[p + "c_attn"] = (H,)
+        if cfg.scale_resids:
+            s[p + "w_resid"] = (C,)
         for proj in ("q", "k", "v", "out"):
             s[p + f"self_attn.{proj}_proj.weight"] = (C, C)
             s[p + f"self_attn.{proj}_proj.bias"] = (C,)
+        if cfg.scale_attn:
+            s[p + "attn_ln.weight"] = (C,)
+            s[p + "attn_ln.bias"] = (C,)
         s[p + "self_attn_layer_norm.weight"] = (C,)
         s[p + "self_attn_layer_norm.bias"] = (C,)
+        if cfg.scale_fc:
+            s[p + "ffn_layernorm.weight"] = (F_,)
+            s[p + "ffn_layernorm.bias"] = (F_,)
         s[p + "fc1.weight"] = (F_, C)
         s[p + "fc1.bias"] = (F_,)
         s[p + "fc2.weight"] = (C, F_)
@@ -372,13 +395,23 @@ def features(cfg: LMConfig, params: dict, src_tokens: torch.Tensor, update=None)
         if cfg.normalize_before:
             x = _layer_norm(p, pre + "self_attn_layer_norm", x)
         bias, rope = layer_bias(n)
-        x = r + _attention(cfg, p, pre + "self_attn.", x, allowed, row_ok, bias, rope)
+        a = _attention(cfg, p, pre + "self_attn.", x, allowed, row_ok, bias, rope)  # after out_proj
+        if cfg.scale_heads:  # [B, T, H, D] · c_attn[h]
+            B_, T_, _ = a.shape
+            a = (a.view(B_, T_, cfg.heads, cfg.head_dim) * p[pre + "c_attn"].view(1, 1, -1, 1)).reshape(B_, T_, -1)
+        if cfg.scale_attn:
+            a = _layer_norm(p, pre + "attn_ln", a)
+        x = r + a
         if not cfg.normalize_before:
             x = _layer_norm(p, pre + "self_attn_layer_norm", x)
         r = x
         if cfg.normalize_before:
             x = _layer_norm(p, pre + "final_layer_norm", x)
         h = act(F.linear(x, p[pre + "fc1.weight"], p[pre + "fc1.bias"]))
+        if cfg.scale_fc:
+            h = _layer_norm(p, pre + "ffn_layernorm", h)
+        if cfg.scale_resids:
+            r = r * p[pre + "w_resid"]
         x = r + F.linear(h, p[pre + "fc2.weight"], p[pre + "fc2.bias"])
         if not cfg.normalize_before:
             x = _layer_norm(p, pre + "final_layer_norm", x)
