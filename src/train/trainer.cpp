@@ -26,6 +26,7 @@
 #include "optim/optimizer.h"
 #include "models/registry.h"
 #include "train/best_checkpoints.h"
+#include "train/bf16_resume.h"
 #include "train/checkpoint.h"
 #include "train/ema.h"
 #include "train/lm_data.h"
@@ -254,7 +255,6 @@ class TrainingRun {
 
  private:
   void resume(const std::string& from);
-  void settle_bf16_products();
   // Writes the checkpoint under `names` (the first written, the others linked); `epoch` and `score`
   // (the validation loss, NaN: none) for the log line.
   void save(const std::vector<std::string>& names, int64_t epoch, double score);
@@ -461,7 +461,7 @@ TrainingRun::TrainingRun(TrainConfig config)
   } else if (world_.is_main()) {
     fairseq_log("fairseq.trainer", "No existing checkpoint found " + ckpt_path(c, kDefaultRestoreFile));
   }
-  settle_bf16_products();
+  state_.bf16_products = settle_bf16_products(state_.bf16_products, world_);
   if (world_.is_main() && ops::matmul_precision() == ops::GemmPrecision::Bf16)
     log_info("bf16 matrix products (fp32 accumulation); weights, optimizer state and checkpoints in fp32");
   if (world_.is_main() && data_.byte_level)
@@ -579,42 +579,6 @@ void TrainingRun::resume(const std::string& from) {
     fairseq_log("fairseq.trainer", "Loaded checkpoint " + from + " (epoch " + std::to_string(state_.epoch) + " @ " +
                                        std::to_string(state_.num_updates) + " updates)");
   }
-}
-
-// --bf16's products (cli/bf16_speed.h): where this CPU's choice was measured at startup (kind Dot), a
-// resumed run keeps the one its checkpoint was trained with, so a noisy measurement cannot switch the
-// arithmetic halfway through (the roundings differ); STRETCH_BF16_PRODUCTS still wins, with a warning.
-// Every process then takes the first one's choice (each measured its own). Recorded in train_state.
-void TrainingRun::settle_bf16_products() {
-  if (ops::matmul_precision() != ops::GemmPrecision::Bf16) {
-    state_.bf16_products.clear();
-    return;
-  }
-  auto code = [](const std::string& name) {
-    return name == ops::bf16_products_name(ops::Bf16Products::Fp32Fma) ? ops::Bf16Products::Fp32Fma
-                                                                         : ops::Bf16Products::Native;
-  };
-  const std::string saved = state_.bf16_products, now = ops::bf16_products_name(ops::bf16_products());
-  if (!saved.empty() && saved != now) {
-    const char* env = std::getenv("STRETCH_BF16_PRODUCTS");
-    const bool env_set = env != nullptr && *env != '\0';
-    if (!env_set && ops::bf16_matmul_kind() == ops::Bf16MatmulKind::Dot) {
-      ops::set_bf16_products(code(saved));
-      if (world_.is_main())
-        log_info("--bf16: the resumed run keeps its checkpoint's bf16 products (" + saved + "; this start measured " +
-                 now + "), so it continues bit for bit; STRETCH_BF16_PRODUCTS=native|fp32 chooses otherwise");
-    } else if (world_.is_main()) {
-      log_warning("--bf16: the checkpoint's run computed its bf16 products as " + saved + ", this launch as " + now +
-                  (env_set ? " (STRETCH_BF16_PRODUCTS)" : " (this CPU's choice)") +
-                  ": the run continues, with other roundings than an uninterrupted run's");
-    }
-  }
-  if (world_.size() > 1) {  // the first process's choice everywhere
-    double v = world_.is_main() && ops::bf16_products() == ops::Bf16Products::Fp32Fma ? 1.0 : 0.0;
-    world_.allreduce_sum(&v, 1);
-    ops::set_bf16_products(v > 0.5 ? ops::Bf16Products::Fp32Fma : ops::Bf16Products::Native);
-  }
-  state_.bf16_products = ops::bf16_products_name(ops::bf16_products());
 }
 
 void TrainingRun::save(const std::vector<std::string>& names, int64_t epoch, double score) {
