@@ -25,6 +25,7 @@ struct EvalLmFlags {
   bool kv_cache = false;
   bool skip_invalid_size = false;
   std::string break_mode = "none";
+  std::string shorten_method = "none";
   int64_t max_target_positions = 0;
   std::string task = "language_modeling";
   std::string bptt_order = "fairseq";
@@ -104,7 +105,15 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
   add_ignored_flag(sub, "--cpu", "stretch always runs on the CPU", false);
   add_ignored_flag(sub, "--num-workers", "data loading is memory-mapped in-process", true);
   add_ignored_flag(sub, "--user-dir", "every model is built in", true);
-  add_ignored_flag(sub, "--seed", "evaluation draws nothing at random (no dropout, no sampling)", true);
+  sub.add_option("--seed", c.seed, "the seed of --shorten-method random_crop (evaluation draws nothing else)")
+      ->transform(int_at_least(0, "numpy seeds are non-negative"))->capture_default_str();
+  sub.add_option("--shorten-method", f->shorten_method,
+                 "lines longer than --tokens-per-sample: none | truncate (their first tokens) | random_crop (as "
+                 "fairseq's RandomCropDataset crops them)")
+      ->check(CLI::IsMember({"none", "truncate", "random_crop"}))
+      ->capture_default_str();
+  sub.add_option("--shorten-data-split-list", c.shorten_data_split_list,
+                 "the splits --shorten-method applies to, comma-separated (default: every split)");
   add_ignored_flag(sub, "--quiet", "eval-lm prints only its summary (and the word lines asked for)", false);
   add_ignored_flag(sub, "--results-path", "fairseq-eval-lm 0.12.2 writes nothing there either; --results-json FILE does",
                    true);
@@ -124,6 +133,13 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
     f->config.overrides = parse_model_overrides(f->overrides);
     if (f->kv_cache) f->config.options.protocol = eval::EvalProtocol::KvCache;
     f->config.options.break_mode = data::parse_break_mode(f->break_mode);
+    for (int i = 0; i < data::kShortenMethodCount; ++i)
+      if (f->shorten_method == data::shorten_method_name(static_cast<data::ShortenMethod>(i)))
+        f->config.shorten_method = static_cast<data::ShortenMethod>(i);
+    if (f->shorten_method != "none" && (f->kv_cache || f->task != "language_modeling"))
+      fail_usage("--shorten-method " + f->shorten_method + " with " + (f->kv_cache ? "--kv-cache" : "--task " + f->task) +
+                     ": stretch shortens the lines of the language_modeling windows only",
+                 "drop --shorten-method");
     if (f->break_mode != "none" && (f->kv_cache || f->task != "language_modeling"))
       fail_usage("--sample-break-mode " + f->break_mode + " with " + (f->kv_cache ? "--kv-cache" : "--task " + f->task) +
                      ": only the language_modeling windows evaluate lines as blocks",

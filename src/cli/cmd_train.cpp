@@ -76,6 +76,11 @@ void add_train(CLI::App& sub, Runner& run) {
       ->transform(int_at_least(1, "the training block length"))->capture_default_str();
   add_enum_option(sub, "--sample-break-mode", c.sample_break_mode, data::kBreakModeCount, data::break_mode_name,
                   "none | eos | complete");
+  add_enum_option(sub, "--shorten-method", c.shorten_method, data::kShortenMethodCount, data::shorten_method_name,
+                  "lines longer than --tokens-per-sample: none | truncate (their first tokens) | random_crop (as "
+                  "fairseq's RandomCropDataset crops them)");
+  sub.add_option("--shorten-data-split-list", c.shorten_data_split_list,
+                 "the splits --shorten-method applies to, comma-separated (default: every split)");
   sub.add_option("--max-tokens", c.max_tokens, "max tokens per batch (per process)")
       ->transform(int_at_least(0, "0: unset; give --max-tokens or --batch-size"));
   sub.add_option("--batch-size,--max-sentences", c.batch_size, "max blocks per batch")

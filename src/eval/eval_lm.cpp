@@ -489,7 +489,12 @@ EvalLmSetup prepare_eval_lm(const EvalLmConfig& cfg) {
                                      "; checkpoint: " + std::to_string(info.vocab_size) + " symbols, hash " +
                                      s.file.dict_hash + ")",
                "evaluate on a data-bin binarized with the training dictionary (preprocess --srcdict)");
-  s.stream = train::open_split_stream(cfg.data, cfg.gen_subset, s.data);
+  const data::ShortenParams shorten{
+      .method = cfg.shorten_method,
+      .split_list = cfg.shorten_data_split_list,
+      .length = cfg.options.tokens_per_sample > 0 ? cfg.options.tokens_per_sample : s.train_length,
+      .seed = cfg.seed};
+  s.stream = train::open_split_stream(cfg.data, cfg.gen_subset, s.data, shorten);
   s.options = cfg.options;
   s.options.bos = s.data.bos;
   s.options.pad = s.data.pad;

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "data/shorten.h"
 #include "data/token_blocks.h"
 #include "eval/word_output.h"
 #include "models/language_model.h"
@@ -132,6 +133,12 @@ struct EvalLmConfig {
   bool output_word_stats = false;  // fairseq's --output-word-stats
   std::string post_process;        // fairseq's --post-process / --remove-bpe (word-level counts)
   bool no_progress = false;        // --log-format none: no progress display
+  // fairseq's --shorten-method / --shorten-data-split-list (data/shorten.h): lines longer than the
+  // evaluation's --tokens-per-sample cut before the blocks (windows protocol, language_modeling);
+  // --seed is random_crop's seed.
+  data::ShortenMethod shorten_method = data::ShortenMethod::None;
+  std::string shorten_data_split_list{};
+  int64_t seed = 1;
 };
 
 // Position interpolation for ALiBi (arXiv:2310.13017): the slope factor min(1, L_train / L_eval),

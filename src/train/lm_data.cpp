@@ -112,8 +112,13 @@ LmBatch bptt_batch(const data::BpttStreams& streams, int64_t step) {
   return out;
 }
 
+data::ShortenParams shorten_params(const LmSplitOptions& o) {
+  return {.method = o.shorten_method, .split_list = o.shorten_data_split_list, .length = o.tokens_per_sample,
+          .seed = static_cast<int64_t>(o.seed)};
+}
+
 std::shared_ptr<const data::TokenStream> open_split_stream(const std::string& data_dir, const std::string& split,
-                                                           const LmData& data) {
+                                                           const LmData& data, const data::ShortenParams& shorten) {
   const std::string prefix = (fs::path(data_dir) / split).string();
   if (!data::IndexedDataset::exists(prefix))
     fail_input(prefix + ".{bin,idx}", "split '" + split + "' not found",
@@ -121,7 +126,7 @@ std::shared_ptr<const data::TokenStream> open_split_stream(const std::string& da
   auto ds = data::IndexedDataset::open(prefix);
   ds->validate_ids(data.vocab_size, data.dict_path);
   if (ds->total_tokens() == 0) fail_input(prefix + ".bin", "split '" + split + "' is empty", "binarize a non-empty text");
-  return ds;
+  return data::maybe_shorten(ds, split, shorten);
 }
 
 data::BatchIteratorParams batch_iterator_params(const LmSplitOptions& o, const LmData& data) {
@@ -143,8 +148,13 @@ std::unique_ptr<LmSplit> open_lm_split(const std::string& data_dir, const std::s
                    " (fairseq's flag belongs to the language_modeling task)",
                o.task == LmTask::MaskedLm ? "drop it: masked_lm rows already start with <s>"
                                           : "drop it, or train with --task language_modeling");
+  if (o.task == LmTask::TruncatedBptt && o.shorten_method != data::ShortenMethod::None)
+    fail_usage(std::string("--shorten-method ") + data::shorten_method_name(o.shorten_method) +
+                   " has no meaning with --task truncated_bptt_lm (fairseq's flag belongs to language_modeling and "
+                   "masked_lm; the streams read every token)",
+               "drop --shorten-method");
   if (o.task == LmTask::MaskedLm) return open_masked_lm_split(data_dir, split, data, o, o.mask);
-  auto stream = open_split_stream(data_dir, split, data);
+  auto stream = open_split_stream(data_dir, split, data, shorten_params(o));
   if (o.task == LmTask::TruncatedBptt) {
     if (o.batch_size < 1)
       fail_usage("--task truncated_bptt_lm needs --batch-size (the number of parallel streams)",

@@ -14,6 +14,7 @@
 
 #include "data/batch_iterator.h"
 #include "data/bptt_stream.h"
+#include "data/shorten.h"
 #include "data/token_blocks.h"
 #include "tensor/tensor.h"
 
@@ -65,6 +66,11 @@ struct LmSplitOptions {
   // fairseq's --add-bos-token (language_modeling only): <s> before every row's source and target
   // (data::prepend_bos); batching still counts the blocks' own lengths, as fairseq's does.
   bool add_bos_token = false;
+  // fairseq's --shorten-method / --shorten-data-split-list (language_modeling and masked_lm; data/shorten.h):
+  // lines longer than --tokens-per-sample cut before the blocks. Its length and seed are filled in by
+  // open_lm_split from tokens_per_sample and seed.
+  data::ShortenMethod shorten_method = data::ShortenMethod::None;
+  std::string shorten_data_split_list{};
 };
 
 class LmSplit {
@@ -91,8 +97,11 @@ struct LmData {
 // Opens DATA/dict.txt; errors name the file and line.
 LmData open_lm_data(const std::string& data_dir);
 // The concatenated token stream of DATA/<split>.{bin,idx}, ids checked < vocab_size.
+// With `shorten`, the stream is data::maybe_shorten's (the split's lines shortened when p says so).
 std::shared_ptr<const data::TokenStream> open_split_stream(const std::string& data_dir, const std::string& split,
-                                                           const LmData& data);
+                                                           const LmData& data, const data::ShortenParams& shorten = {});
+// The shortening of a split opened with `o` (its length --tokens-per-sample, its seed --seed).
+data::ShortenParams shorten_params(const LmSplitOptions& o);
 // The batch iterator's settings for a block split (language_modeling and masked_lm): sizes, seed,
 // shuffle, shard and pad from the options.
 data::BatchIteratorParams batch_iterator_params(const LmSplitOptions& o, const LmData& data);

@@ -175,7 +175,7 @@ std::unique_ptr<LmSplit> open_masked_lm_split(const std::string& data_dir, const
                "a block is <s> plus --tokens-per-sample - 1 tokens");
   LmData without_mask = data;
   without_mask.vocab_size = data.vocab_size - 1;  // ids of the data: dict.txt's
-  auto stream = open_split_stream(data_dir, split, without_mask);
+  auto stream = open_split_stream(data_dir, split, without_mask, shorten_params(o));
   auto blocks = std::make_shared<const data::TokenBlocks>(
       stream, data::TokenBlockParams{.block_size = o.tokens_per_sample - 1,  // one less for <s>
                                      .break_mode = o.sample_break_mode,

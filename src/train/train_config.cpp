@@ -21,6 +21,8 @@ nlohmann::json TrainConfig::to_json() const {
             {"data", data},
             {"tokens_per_sample", tokens_per_sample},
             {"sample_break_mode", data::break_mode_name(sample_break_mode)},
+            {"shorten_method", data::shorten_method_name(shorten_method)},
+            {"shorten_data_split_list", shorten_data_split_list},
             {"seed", seed}}},
           {"dataset",
            {{"max_tokens", max_tokens},

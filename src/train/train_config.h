@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/bptt_stream.h"
+#include "data/shorten.h"
 #include "data/token_blocks.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
@@ -76,6 +77,8 @@ struct TrainConfig {
   MaskSettings mask{};  // --mask-prob, --leave-unmasked-prob, --random-token-prob (masked_lm)
   int64_t tokens_per_sample = 512;
   data::BreakMode sample_break_mode = data::BreakMode::None;  // --sample-break-mode
+  data::ShortenMethod shorten_method = data::ShortenMethod::None;  // --shorten-method (data/shorten.h)
+  std::string shorten_data_split_list{};                           // --shorten-data-split-list ("": every split)
   int64_t max_tokens = 0;
   int64_t batch_size = 0;
   int64_t required_batch_size_multiple = 8;

@@ -406,7 +406,9 @@ TrainingRun::TrainingRun(TrainConfig config)
                             .task = task,
                             .bptt_order = c.bptt_order,
                             .mask = c.mask,
-                            .add_bos_token = c.model.value("add_bos_token", false)};
+                            .add_bos_token = c.model.value("add_bos_token", false),
+                            .shorten_method = c.shorten_method,
+                            .shorten_data_split_list = c.shorten_data_split_list};
   train_split_ = open_lm_split(c.data, c.train_subset, data_, train_opts);
   if (!c.disable_validation) {
     LmSplitOptions vo = train_opts;
