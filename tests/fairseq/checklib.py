@@ -57,11 +57,12 @@ def run(cmd, ok=True, **kw):
     p = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if p.returncode == -6 and "fairseq_cli.train | done training" in p.stdout + p.stderr and \
             "terminate called without an active exception" in p.stderr:
-        # Real fairseq-train (the oracle, not stretch) once aborted in its interpreter's teardown
-        # after finishing and logging every update (a clean-clone CI on a loaded host, 2026-12-05;
-        # 3 reruns passed): run it once more rather than fail stretch's check on the oracle's exit.
-        print(f"note: {os.path.basename(cmd[0])} aborted after 'done training' (teardown); running it again")
-        p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+        # Real fairseq-train (the oracle, not stretch) sometimes aborts in its interpreter's teardown after
+        # finishing, saving and logging every update (clean-clone CI on a loaded host, 2026-12-05; a full
+        # ctest -j2, 2026-12-07). Its work is done: the run counts as a success. (Running it again was wrong:
+        # the second run resumed from the checkpoint the first had saved and logged other updates.)
+        print(f"note: {os.path.basename(cmd[0])} aborted after 'done training' (teardown); its run is complete")
+        p = subprocess.CompletedProcess(p.args, 0, p.stdout, p.stderr)
     if ok and p.returncode != 0:
         raise SystemExit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{p.stdout[-2000:]}{p.stderr[-3000:]}")
     return p
