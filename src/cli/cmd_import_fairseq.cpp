@@ -38,6 +38,8 @@ void add_import_fairseq(CLI::App& sub, Runner& run) {
     mf.file.tensors = std::move(imp.tensors);
     models::load_weights(*model, mf);
     models::ModelFileWrite w;
+    for (auto& [name, t] : mf.file.tensors)  // extra_state['ema'] (fairseq_import.h)
+      if (name.rfind("ema.", 0) == 0) w.extra_tensors.emplace_back(name, t);
     std::string dict_path = o->dict;
     if (dict_path.empty()) {
       const auto beside = std::filesystem::path(o->in).parent_path() / "dict.txt";

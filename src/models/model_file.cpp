@@ -52,8 +52,11 @@ ModelFile read_fairseq_file(const std::string& path) {
   }
   log_info(path + " is a fairseq checkpoint: converted in memory (" + imp.notes.front() +
            "); `stretch import-fairseq` converts it once");
-  for (size_t k = 1; k < imp.notes.size(); ++k)
-    if (imp.notes[k].rfind("config from", 0) != 0) log_warning(path + ": " + imp.notes[k]);
+  for (size_t k = 1; k < imp.notes.size(); ++k) {
+    if (imp.notes[k].rfind("config from", 0) == 0) continue;
+    if (imp.notes[k].find("kept as ema.*") != std::string::npos) log_info(path + ": " + imp.notes[k]);  // not a doubt
+    else log_warning(path + ": " + imp.notes[k]);
+  }
   ModelFile m;
   m.format = kFairseqFormat;
   m.config = imp.config;

@@ -18,6 +18,10 @@ venv of tests/fairseq/setup_fairseq.sh), on the fixture data-bin (tests/fixtures
     every token 5e-6), far from the final weights' loss.
  3. an adaptive input / tied adaptive softmax model trained by stretch with --store-ema: fairseq-eval-lm of its
     exported average = stretch eval-lm with use_ema.
+ 4. import-fairseq of fairseq-train --store-ema's extra_state["ema"]: a post-norm model's average is kept as ema.*,
+    and stretch eval-lm with use_ema (of the import, and of the .pt read in memory) = fairseq-eval-lm after
+    save_ema_as_checkpoint, the weights scoring otherwise; the pre-norm start of 2, whose average fairseq saved
+    without the final LayerNorm, imports without its average and says why.
 Without the venv: tests/oracle_skip.py (a failure under CI=true, a loud skip elsewhere).
   --binary: no oracle: with --ema-update-freq 2, 3 updates + a resume for 4 more give the 7-update run's
     average bit for bit (the update counter is saved; fairseq's restarts at 0 after a resume); stretch info
@@ -175,6 +179,32 @@ def with_oracle(stretch, venv, tmp):
                  stretch_eval(stretch, os.path.join(ad_dir, "checkpoint_last.pt"),
                               flags + ["--model-overrides", "{'use_ema': True}"], tmp),
                  "adaptive input + tied adaptive softmax: the average in fairseq-eval-lm vs stretch use_ema")
+    # 4. import-fairseq of fairseq-train --store-ema's average: a post-norm model (its average is whole) keeps it as
+    # ema.*, and stretch eval-lm with use_ema = fairseq-eval-lm after save_ema_as_checkpoint; the pre-norm start of
+    # 2 (whose average fairseq saved without the final LayerNorm) imports without it, saying why.
+    post_dir = os.path.join(tmp, "fs_post")
+    post = [a for a in FS_TRAIN if a != "--decoder-normalize-before"]
+    run([fairseq_train, DATA] + post + ["--store-ema", "--ema-decay", "0.5", "--lr", "0.01", "--max-update", "6",
+                                        "--save-dir", post_dir])
+    pt, imported, fs_ema = (os.path.join(post_dir, "checkpoint_last.pt"), os.path.join(tmp, "post.stretch"),
+                            os.path.join(tmp, "post_ema.pt"))
+    notes = run([stretch, "import-fairseq", pt, "--out", imported]).stdout
+    check("kept as ema.*" in notes, "import-fairseq keeps a post-norm model's extra_state['ema'] as ema.*")
+    run([py, "-c", "import sys; from fairseq import checkpoint_utils as c; c.save_ema_as_checkpoint(*sys.argv[1:])",
+         pt, fs_ema])
+    use_ema = flags + ["--model-overrides", "{'use_ema': True}"]
+    st_imp = stretch_eval(stretch, imported, use_ema, tmp)
+    compare_eval(fairseq_eval(py, fs_ema, flags), st_imp,
+                 "fairseq-train's average: fairseq-eval-lm after save_ema_as_checkpoint vs stretch eval-lm use_ema of "
+                 "the import")
+    direct = stretch_eval(stretch, pt, use_ema, tmp)["loss_base2"]
+    plain = stretch_eval(stretch, imported, flags, tmp)["loss_base2"]
+    check(direct == st_imp["loss_base2"] and plain != direct,
+          f"use_ema on the .pt itself {direct!r} = on the import; the weights score {plain!r}")
+    notes = run([stretch, "import-fairseq", base, "--out", os.path.join(tmp, "pre.stretch")]).stdout
+    check("is not imported" in notes and "final LayerNorm" in notes,
+          "a pre-norm model's average (fairseq saved it without decoder.layer_norm) is left out with a note: " +
+          [x for x in notes.splitlines() if "extra_state" in x][0][:160])
 
 
 def tensors(path):

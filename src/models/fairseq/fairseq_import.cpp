@@ -290,15 +290,11 @@ FairseqImport import_transformer_xl(const std::string& path, TorchFile& file, co
 
 }  // namespace
 
-FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions& options) {
-  TorchFile file = load_torch_file(path);
+// The model of `path` (its root dict checked by import_fairseq) from the state dict `model_sd`: the
+// checkpoint's "model", or extra_state["ema"] (the same model's moving average).
+FairseqImport import_state_dict(const std::string& path, TorchFile& file, const Value* model_sd,
+                                const FairseqImportOptions& options) {
   const Value& root = *file.root;
-  if (root.kind != Kind::Dict)
-    fail_input(path, std::string("holds a ") + pickle::kind_name(root.kind) + ", not a fairseq checkpoint dict", kHint);
-  const Value* model_sd = root.get("model");
-  if (!model_sd || model_sd->kind != Kind::Dict)
-    fail_input(path, "has no 'model' state dict (not a fairseq checkpoint)", kHint);
-
   FairseqImport out;
   out.container = file.container;
   // The model config: cfg.model (a dict, or a Namespace in fairseq 1.0 pre-releases) or args.
@@ -660,6 +656,40 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
                                                      ", criterion " + criterion_name(c.criterion)
                                            : c.share_decoder_input_output_embed ? ", tied output"
                                                                                 : ", untied output"));
+  return out;
+}
+
+FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions& options) {
+  TorchFile file = load_torch_file(path);
+  const Value& root = *file.root;
+  if (root.kind != Kind::Dict)
+    fail_input(path, std::string("holds a ") + pickle::kind_name(root.kind) + ", not a fairseq checkpoint dict", kHint);
+  const Value* model_sd = root.get("model");
+  if (!model_sd || model_sd->kind != Kind::Dict)
+    fail_input(path, "has no 'model' state dict (not a fairseq checkpoint)", kHint);
+  FairseqImport out = import_state_dict(path, file, model_sd, options);
+  // fairseq-train --store-ema's average (trainer.py: extra_state["ema"], the model's state dict): imported
+  // as the same model, its tensors kept as ema.<parameter> (train/ema.h's names), or left out with a note.
+  const Value* extra = root.get("extra_state");
+  const Value* ema = extra && extra->kind == Kind::Dict ? extra->get("ema") : nullptr;
+  if (!ema || ema->kind != Kind::Dict) return out;
+  try {
+    FairseqImport average = import_state_dict(path, file, ema, options);
+    if (average.config != out.config) fail_input(path, "its config differs from the model's", kHint);
+    for (auto& [name, t] : average.tensors) out.tensors.emplace_back("ema." + name, std::move(t));
+    out.notes.push_back("extra_state['ema'] (fairseq-train --store-ema's moving average, " +
+                        std::to_string(average.tensors.size()) +
+                        " tensors) kept as ema.*: eval-lm --model-overrides \"{'use_ema': True}\" evaluates it, "
+                        "train --store-ema continues it");
+  } catch (const Error& e) {
+    std::string why = e.what();
+    if (!e.hint().empty()) why.resize(why.size() - std::string("\n  hint: ").size() - e.hint().size());
+    if (why.rfind(path + ": ", 0) == 0) why = why.substr(path.size() + 2);
+    const bool final_ln = why.find("decoder.layer_norm.") != std::string::npos;
+    out.notes.push_back("extra_state['ema'] (fairseq-train --store-ema's moving average) is not imported: " + why +
+                        (final_ln ? " (fairseq 0.12.2's EMA drops a pre-norm model's final LayerNorm: docs/fairseq.md)"
+                                  : ""));
+  }
   return out;
 }
 

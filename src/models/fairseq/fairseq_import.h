@@ -15,6 +15,10 @@
 // in the model config (the fork's decoder reads it, REFERENCE §1.2): with sinusoidal positions
 // it adds a note; options.pos = "alibi" imports the file as ALiBi ("" = as stored). Argparse-era
 // args always hold max_tokens, so the note is a hint, not a verdict.
+// extra_state["ema"] (fairseq-train --store-ema's moving average, a state dict of the same model) is
+// imported through the same mapping and appended as "ema.<parameter>" tensors (train/ema.h's names);
+// when it does not import (fairseq 0.12.2 saves a pre-norm model's without the final LayerNorm) a
+// note says why and the weights import alone.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
