@@ -31,7 +31,7 @@ void channel_scale_forward(float* y, const float* x, const float* w, const Chann
 #pragma omp parallel for schedule(static) if (d.n * C > cpu::kParallelThreshold)
   for (int64_t n = 0; n < d.n; ++n) {
     const float* __restrict xr = x + n * C;
-    float* yr = y + n * C;  // may alias x
+    float* __restrict yr = y + n * C;  // a fresh buffer (autograd never writes in place here)
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * s[c];
   }
