@@ -133,9 +133,7 @@ void add_eval_lm(CLI::App& sub, Runner& run) {
     f->config.overrides = parse_model_overrides(f->overrides);
     if (f->kv_cache) f->config.options.protocol = eval::EvalProtocol::KvCache;
     f->config.options.break_mode = data::parse_break_mode(f->break_mode);
-    for (int i = 0; i < data::kShortenMethodCount; ++i)
-      if (f->shorten_method == data::shorten_method_name(static_cast<data::ShortenMethod>(i)))
-        f->config.shorten_method = static_cast<data::ShortenMethod>(i);
+    f->config.shorten_method = data::parse_shorten_method(f->shorten_method);
     if (f->shorten_method != "none" && (f->kv_cache || f->task != "language_modeling"))
       fail_usage("--shorten-method " + f->shorten_method + " with " + (f->kv_cache ? "--kv-cache" : "--task " + f->task) +
                      ": stretch shortens the lines of the language_modeling windows only",

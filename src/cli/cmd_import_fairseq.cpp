@@ -32,6 +32,8 @@ void add_import_fairseq(CLI::App& sub, Runner& run) {
       fail_usage("--out " + o->out + " is the checkpoint being imported", "write the model file elsewhere");
     models::FairseqImport imp = models::import_fairseq(o->in, {.pos = o->pos});
     for (const auto& n : imp.notes) std::cout << "import-fairseq | " << n << "\n";
+    if (const std::string kept = models::ema_kept_note(imp.tensors); !kept.empty())
+      std::cout << "import-fairseq | " << kept << "\n";
     auto model = models::build_model(imp.config);
     models::ModelFile mf;
     mf.file.path = o->in;

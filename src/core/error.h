@@ -16,8 +16,9 @@ enum class ErrorKind { Usage, Input, Io, Numeric, Internal };
 class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, std::string message, std::string hint = "")
-      : std::runtime_error(format(message, hint)), kind_(kind), hint_(std::move(hint)) {}
+      : std::runtime_error(format(message, hint)), kind_(kind), message_(std::move(message)), hint_(std::move(hint)) {}
   ErrorKind kind() const { return kind_; }
+  const std::string& message() const { return message_; }  // what() without the hint
   const std::string& hint() const { return hint_; }
   int exit_code() const { return kind_ == ErrorKind::Usage ? 2 : 1; }
 
@@ -26,6 +27,7 @@ class Error : public std::runtime_error {
     return h.empty() ? m : m + "\n  hint: " + h;
   }
   ErrorKind kind_;
+  std::string message_;
   std::string hint_;
 };
 

@@ -19,6 +19,12 @@ const char* shorten_method_name(ShortenMethod m) {
   return "?";
 }
 
+ShortenMethod parse_shorten_method(const std::string& s) {
+  for (int i = 0; i < kShortenMethodCount; ++i)
+    if (s == shorten_method_name(static_cast<ShortenMethod>(i))) return static_cast<ShortenMethod>(i);
+  fail_usage("--shorten-method " + s + ": unknown method", "use none, truncate or random_crop");
+}
+
 bool shortens_split(const std::string& split_list, const std::string& split) {
   if (split_list.empty()) return true;
   std::istringstream in(split_list);

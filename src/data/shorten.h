@@ -24,6 +24,8 @@ namespace stretch::data {
 enum class ShortenMethod : uint8_t { None, Truncate, RandomCrop };
 inline constexpr int kShortenMethodCount = 3;
 const char* shorten_method_name(ShortenMethod m);  // "none" | "truncate" | "random_crop"
+// The method of that name; a usage error naming --shorten-method otherwise.
+ShortenMethod parse_shorten_method(const std::string& s);
 
 struct ShortenParams {
   ShortenMethod method = ShortenMethod::None;

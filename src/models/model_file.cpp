@@ -44,19 +44,16 @@ ModelFile read_fairseq_file(const std::string& path) {
     imp = import_fairseq(path);
   } catch (const Error& e) {
     // "PATH: message\n  hint: hint" (core/error.h) → "PATH: is a PyTorch checkpoint (KIND) ...: message".
-    std::string message = e.what();
-    if (!e.hint().empty()) message.resize(message.size() - std::string("\n  hint: ").size() - e.hint().size());
+    std::string message = e.message();
     if (message.rfind(path + ": ", 0) == 0) message = message.substr(path.size() + 2);
     throw Error(e.kind(), path + ": is a PyTorch checkpoint (" + torch_file_kind(path) +
                               ") that stretch cannot import: " + message, e.hint());
   }
   log_info(path + " is a fairseq checkpoint: converted in memory (" + imp.notes.front() +
            "); `stretch import-fairseq` converts it once");
-  for (size_t k = 1; k < imp.notes.size(); ++k) {
-    if (imp.notes[k].rfind("config from", 0) == 0) continue;
-    if (imp.notes[k].find("kept as ema.*") != std::string::npos) log_info(path + ": " + imp.notes[k]);  // not a doubt
-    else log_warning(path + ": " + imp.notes[k]);
-  }
+  for (size_t k = 1; k < imp.notes.size(); ++k)
+    if (imp.notes[k].rfind("config from", 0) != 0) log_warning(path + ": " + imp.notes[k]);
+  if (const std::string kept = ema_kept_note(imp.tensors); !kept.empty()) log_info(path + ": " + kept);
   ModelFile m;
   m.format = kFairseqFormat;
   m.config = imp.config;

@@ -18,8 +18,7 @@ DecoderBlock::DecoderBlock(ParameterList& params, const std::string& p, const Bl
       self_attn_layer_norm(LayerNorm::make(params, p + "self_attn_layer_norm.", c.dim)),
       ffn(FeedForward::make(params, p, c.dim, c.ffn_dim, c.activation, c.scale_fc)),
       final_layer_norm(LayerNorm::make(params, p + "final_layer_norm.", c.dim)),
-      normalize_before_(c.normalize_before),
-      heads_(c.heads) {}
+      normalize_before_(c.normalize_before) {}
 
 void DecoderBlock::init_normformer() {
   if (c_attn.defined()) init_constant(c_attn, 1.f);
@@ -40,7 +39,7 @@ Var DecoderBlock::operator()(const Var& x_in, const BlockCall& call) const {
                 {.key_padding = call.key_padding, .dropout = call.attention_dropout, .seed = call.seed,
                  .stream = call.streams[0], .kv = call.kv, .pos0 = call.pos0,
                  .detached = pre ? 0 : call.memory_rows});  // [B, queries, C]
-  if (c_attn.defined()) h = channel_scale(h, c_attn, h.shape()[-1] / heads_);
+  if (c_attn.defined()) h = channel_scale(h, c_attn, h.shape()[-1] / c_attn.numel());  // group D = C / H
   if (attn_ln.defined()) h = attn_ln(h);
   x = last_positions(x, queries);
   drop.stream = call.streams[1];

@@ -66,7 +66,6 @@ class DecoderBlock {
 
  private:
   bool normalize_before_ = true;
-  int64_t heads_ = 0;
 };
 
 // The last n positions of x [B, T, C]: [B, n, C] (x itself when n = T; autograd::last_time).

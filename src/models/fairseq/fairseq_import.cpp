@@ -659,6 +659,14 @@ FairseqImport import_state_dict(const std::string& path, TorchFile& file, const 
   return out;
 }
 
+std::string ema_kept_note(const NamedTensors& tensors) {
+  const auto n = std::count_if(tensors.begin(), tensors.end(), [](const auto& t) { return t.first.rfind("ema.", 0) == 0; });
+  if (n == 0) return "";
+  return "extra_state['ema'] (fairseq-train --store-ema's moving average, " + std::to_string(n) +
+         " tensors) kept as ema.*: eval-lm --model-overrides \"{'use_ema': True}\" evaluates it, train --store-ema "
+         "continues it";
+}
+
 FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions& options) {
   TorchFile file = load_torch_file(path);
   const Value& root = *file.root;
@@ -677,13 +685,8 @@ FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions
     FairseqImport average = import_state_dict(path, file, ema, options);
     if (average.config != out.config) fail_input(path, "its config differs from the model's", kHint);
     for (auto& [name, t] : average.tensors) out.tensors.emplace_back("ema." + name, std::move(t));
-    out.notes.push_back("extra_state['ema'] (fairseq-train --store-ema's moving average, " +
-                        std::to_string(average.tensors.size()) +
-                        " tensors) kept as ema.*: eval-lm --model-overrides \"{'use_ema': True}\" evaluates it, "
-                        "train --store-ema continues it");
   } catch (const Error& e) {
-    std::string why = e.what();
-    if (!e.hint().empty()) why.resize(why.size() - std::string("\n  hint: ").size() - e.hint().size());
+    std::string why = e.message();
     if (why.rfind(path + ": ", 0) == 0) why = why.substr(path.size() + 2);
     const bool final_ln = why.find("decoder.layer_norm.") != std::string::npos;
     out.notes.push_back("extra_state['ema'] (fairseq-train --store-ema's moving average) is not imported: " + why +

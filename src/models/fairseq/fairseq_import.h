@@ -16,8 +16,8 @@
 // it adds a note; options.pos = "alibi" imports the file as ALiBi ("" = as stored). Argparse-era
 // args always hold max_tokens, so the note is a hint, not a verdict.
 // extra_state["ema"] (fairseq-train --store-ema's moving average, a state dict of the same model) is
-// imported through the same mapping and appended as "ema.<parameter>" tensors (train/ema.h's names);
-// when it does not import (fairseq 0.12.2 saves a pre-norm model's without the final LayerNorm) a
+// imported through the same mapping and appended as "ema.<parameter>" tensors (train/ema.h's names;
+// ema_kept_note() says so); when it does not import (fairseq 0.12.2 saves a pre-norm model's without the final LayerNorm) a
 // note says why and the weights import alone.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -42,5 +42,7 @@ struct FairseqImport {
 };
 
 FairseqImport import_fairseq(const std::string& path, const FairseqImportOptions& options = {});
+// "" when `tensors` hold no ema.* average, else the line callers print about it.
+std::string ema_kept_note(const NamedTensors& tensors);
 
 }  // namespace stretch::models
