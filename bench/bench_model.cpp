@@ -19,8 +19,9 @@
 // model FLOP/s per CPU second ("mfu_cpu" = that rate / P, P = this host's fp32 FMA peak per core
 // with --threads busy, measured at startup by core/peak_flops.h or given by --peak-gflops;
 // "mfu_wall" = FLOP/s per wall second / (threads · P)); with --bf16 also "mfu_cpu_of_bf16_peak"
-// against the measured vdpbf16ps peak (absent where the CPU has none or the products ran as fp32
-// FMAs, which "mfu_cpu" measures), and "bf16_products": how
+// against the measured bf16 peak: AMX tiles' where the CPU has AMX (oneDNN's bf16 products run
+// there), else vdpbf16ps's ("bf16_peak_unit": "amx" or "avx512_bf16"; absent where the CPU has
+// neither or the products ran as fp32 FMAs, which "mfu_cpu" measures), and "bf16_products": how
 // --bf16 ran its products here ("native", or "fp32": FMAs on bf16 values, cli/bf16_speed.h's
 // choice, as stretch train makes it). "peak_gflops_per_core", "cpu_family" and "cpu_model" say
 // what was divided by.
@@ -66,6 +67,7 @@ namespace {
 
 // fp32 (and bf16, 0 = none) FLOP/s per core with the benchmark's threads busy; set in main().
 double g_core_peak = 0, g_core_peak_bf16 = 0;
+std::string g_bf16_peak_unit = "given";  // measured: "amx" or "avx512_bf16"
 CpuInfo g_cpu;
 
 struct Args {
@@ -156,8 +158,10 @@ void add_rates(nlohmann::json& r, double tokens, double flops_per_token, double 
   r["tokens_per_cpu_s"] = std::round(tokens / cpu * 10) / 10;
   r["mfu_cpu"] = std::round(tokens * flops_per_token / cpu / g_core_peak * 1000) / 1000;
   r["mfu_wall"] = std::round(tokens * flops_per_token / wall / (threads * g_core_peak) * 1000) / 1000;
-  if (r.value("precision", "") == "bf16" && r.value("bf16_products", "") == "native" && g_core_peak_bf16 > 0)
+  if (r.value("precision", "") == "bf16" && r.value("bf16_products", "") == "native" && g_core_peak_bf16 > 0) {
     r["mfu_cpu_of_bf16_peak"] = std::round(tokens * flops_per_token / cpu / g_core_peak_bf16 * 1000) / 1000;
+    r["bf16_peak_unit"] = g_bf16_peak_unit;
+  }
   r["peak_gflops_per_core"] = std::round(g_core_peak / 1e8) / 10;
   r["cpu_family"] = g_cpu.family;
   r["cpu_model"] = g_cpu.model;
@@ -317,7 +321,10 @@ int main(int argc, char** argv) {
     if (peak_gflops <= 0 || peak_gflops_bf16 < 0) {
       const Peak p = measure_peak(g_cpu, a.threads, 0.2);
       if (peak_gflops <= 0) peak_gflops = p.fp32_n() / a.threads;
-      if (peak_gflops_bf16 < 0) peak_gflops_bf16 = p.bf16_n > 0 ? p.bf16_n / a.threads : 0;
+      if (peak_gflops_bf16 < 0) {
+        peak_gflops_bf16 = p.bf16_peak_n() > 0 ? p.bf16_peak_n() / a.threads : 0;
+        g_bf16_peak_unit = p.amx_n > 0 ? "amx" : "avx512_bf16";
+      }
     }
     g_core_peak = peak_gflops * 1e9;
     g_core_peak_bf16 = peak_gflops_bf16 * 1e9;

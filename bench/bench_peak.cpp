@@ -2,7 +2,8 @@
 //   bench_peak [--threads N] [--seconds S]
 // {"bench": "peak", "cpu": {"model_name", "family", "model", "flags"}, "threads": N,
 //  "fp32_gflops": {"1": ..., "N": ...}, "fp32_isa": "zmm" | "ymm", "fp32_ymm_gflops": {...},
-//  "fp32_zmm_gflops": {...} | "none", "bf16_gflops": {...} | "none"}
+//  "fp32_zmm_gflops": {...} | "none", "bf16_gflops": {...} | "none" (vdpbf16ps),
+//  "bf16_amx_gflops": {...} | "none" (AMX tiles)}
 // N defaults to the OpenMP thread count (all cores). bench/compare.py and bench_model divide by it.
 #include <nlohmann/json.hpp>
 
@@ -53,7 +54,8 @@ int main(int argc, char** argv) {
                       {"fp32_isa", p.fp32_isa()},
                       {"fp32_ymm_gflops", pair(p.fp32_ymm_1, p.fp32_ymm_n)},
                       {"fp32_zmm_gflops", pair(p.fp32_zmm_1, p.fp32_zmm_n)},
-                      {"bf16_gflops", pair(p.bf16_1, p.bf16_n)}};
+                      {"bf16_gflops", pair(p.bf16_1, p.bf16_n)},
+                      {"bf16_amx_gflops", pair(p.amx_1, p.amx_n)}};
   std::cout << j.dump() << std::endl;
   return 0;
 }

@@ -21,8 +21,15 @@ args.peaks = compare.measure_peaks(args)
 assert set(args.peaks) == {1, 2}, args.peaks
 for t in (1, 2):
     assert abs(compare.core_peak(args, t) - args.peaks[t]["fp32_gflops"][str(t)] * 1e9 / t) < 1, t
-    bf = args.peaks[t]["bf16_gflops"]
-    assert (compare.core_peak(args, t, "bf16") is None) == (bf == "none"), bf
+    bf, amx = args.peaks[t]["bf16_gflops"], args.peaks[t]["bf16_amx_gflops"]
+    assert (compare.core_peak(args, t, "bf16") is None) == (bf == "none" and amx == "none"), (bf, amx)
+    if amx != "none":  # AMX's where the CPU has it (oneDNN's bf16 products run there)
+        assert abs(compare.core_peak(args, t, "bf16") - amx[str(t)] * 1e9 / t) < 1, amx
+        assert "AMX" in compare.peak_line(args), compare.peak_line(args)
+    # the AMX field is "none" exactly where /proc/cpuinfo lacks amx_bf16 or amx_tile (Linux's grant aside)
+    flags = args.peaks[t]["cpu"]["flags"]
+    if "amx_bf16" not in flags or "amx_tile" not in flags:
+        assert amx == "none", amx
 cpu = args.peaks[1]["cpu"]
 line = compare.peak_line(args)
 assert cpu["model_name"] in line and f"family {cpu['family']} model {cpu['model']}" in line, line

@@ -4,7 +4,9 @@ are what bench/compare.py and docs/BENCHMARKS.md read, with values that are poss
 CPU. It checks the plumbing, not the speed (no wall-clock thresholds):
   * cpu.model_name / family / model as in /proc/cpuinfo (read here independently);
   * fp32_gflops for "1" and "N" positive, fp32 = the faster of ymm and zmm;
-  * zmm "none" exactly when /proc/cpuinfo has no avx512f, bf16 "none" exactly when no avx512_bf16;
+  * zmm "none" exactly when /proc/cpuinfo has no avx512f, bf16 "none" exactly when no avx512_bf16,
+    bf16_amx "none" exactly when no amx_bf16 / amx_tile or Linux refuses this process the tiles
+    (arch_prctl ARCH_REQ_XCOMP_PERM, asked here through ctypes);
   * a bad --threads or --seconds is refused with exit 2 and names the flag.
 Usage: check_peak_shape.py BENCH_PEAK"""
 import json
@@ -43,8 +45,19 @@ if "avx512_bf16" in flags:
     assert r["bf16_gflops"] != "none" and r["bf16_gflops"]["1"] > 0, r
 else:
     assert r["bf16_gflops"] == "none", r
+def amx_granted():
+    import ctypes
+    SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18  # x86_64 <asm/prctl.h>
+    return ctypes.CDLL(None, use_errno=True).syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0
+
+
+amx = r["bf16_amx_gflops"]
+if {"amx_bf16", "amx_tile"} <= flags and amx_granted():
+    assert amx != "none" and set(amx) == {"1", "2"} and all(v > 0 for v in amx.values()), amx
+else:
+    assert amx == "none", amx
 for bad, flag in ((["--threads", "0"], "--threads"), (["--seconds", "-1"], "--seconds"), (["--nope"], "--nope")):
     q = subprocess.run([exe] + bad, capture_output=True, text=True)
     assert q.returncode == 2 and flag in q.stderr, (bad, q.returncode, q.stderr)
 print(f"ok: bench_peak on {r['cpu']['model_name']} (family {r['cpu']['family']} model {r['cpu']['model']}): "
-      f"fp32 {r['fp32_gflops']} ({r['fp32_isa']}), bf16 {r['bf16_gflops']}")
+      f"fp32 {r['fp32_gflops']} ({r['fp32_isa']}), bf16 {r['bf16_gflops']}, AMX {amx}")

@@ -29,8 +29,8 @@ sides: 6·N per trained token (2·N evaluated), N = weights of the matrix produc
 and the output projection), plus causal attention 2·L·T·C per token forward (x3 in training),
 against THIS host's fp32 FMA peak per core, measured in the same run by build/bench/bench_peak
 (src/core/peak_flops.h) on 1 thread and on each --threads count (a row with t threads divides by the
-t-thread peak / t); the bf16 column's MFU divides by the measured vdpbf16ps peak ("none" where
-the CPU has no avx512_bf16). The CPU model, family, model number and flags head the output, and
+t-thread peak / t); the bf16 column's MFU divides by the measured bf16 peak: the AMX tiles' where
+the CPU has AMX (oneDNN's bf16 products run there), else vdpbf16ps's ("none" where it has neither). The CPU model, family, model number and flags head the output, and
 --write-docs files the tables under that host in docs/BENCHMARKS.md (one block per host type).
 
 PyTorch 1.13's OpenBLAS picks its kernels by OPENBLAS_CORETYPE; an environment that sets it
@@ -91,8 +91,12 @@ def measure_peaks(args):
 
 def core_peak(args, threads, kind="fp32"):
     """FLOP/s per core with `threads` threads busy (the t-thread peak / t); None where the CPU
-    has no such instructions (bf16 without avx512_bf16)."""
-    g = args.peaks[threads][f"{kind}_gflops"]
+    has no such instructions (bf16 without avx512_bf16 or AMX). The bf16 peak is the AMX tiles'
+    where bench_peak measured them (oneDNN's bf16 products run there), else vdpbf16ps's."""
+    rec = args.peaks[threads]
+    g = rec[f"{kind}_gflops"]
+    if kind == "bf16" and rec.get("bf16_amx_gflops", "none") != "none":
+        g = rec["bf16_amx_gflops"]
     if g == "none":
         return None
     return g[str(threads)] * 1e9 / threads
@@ -115,6 +119,11 @@ def peak_line(args):
                                             for t in args.thread_list if t > 1)
     parts.append("bf16 vdpbf16ps none (no avx512_bf16)" if bf == "none" else
                  f"bf16 vdpbf16ps {bf['1']:.1f} on 1 thread" + (f", {bft}" if bft else ""))
+    amx = one.get("bf16_amx_gflops", "none")
+    if amx != "none":
+        amt = ", ".join(f"{args.peaks[t]['bf16_amx_gflops'][str(t)]:.1f} on {t}" for t in args.thread_list if t > 1)
+        parts.append(f"bf16 AMX tiles {amx['1']:.1f} on 1 thread" + (f", {amt}" if amt else "") +
+                     " (the bf16 MFU's peak)")
     return ", ".join(parts) + "."
 
 

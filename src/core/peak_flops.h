@@ -6,7 +6,9 @@
 //   fp32  vfmadd231ps on zmm where the CPU has avx512f, and on ymm (avx2 + fma) always; the
 //         peak is the faster width (Zen 4 runs zmm at the ymm rate, Zen 5 at twice it);
 //   bf16  vdpbf16ps on zmm (2 bf16 products + add per fp32 lane = 4 FLOP) where the CPU has
-//         avx512_bf16; none otherwise (-1).
+//         avx512_bf16; none otherwise (-1);
+//   amx   tdpbf16ps on AMX tiles (core/peak_amx.h) where the CPU has amx_bf16 and amx_tile and Linux
+//         grants the tiles; none otherwise (-1). oneDNN's bf16 products run there on such a CPU.
 // 12 accumulators cover 2 pipes × 4-6 cycles of latency. The kernels carry their own target
 // attributes, so a -march=native build on an AVX2 host still has the zmm code (never run there),
 // and are neither instrumented in sanitizer builds (they touch no memory) nor left rolled at -O1
@@ -25,6 +27,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "core/peak_amx.h"
 
 namespace stretch {
 
@@ -59,6 +63,11 @@ inline CpuInfo cpu_info() {
   for (const char* f : {"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
     if (std::find(all.begin(), all.end(), f) != all.end()) c.flags.push_back(f);
   return c;
+}
+
+// Whether amx_chain can run here: the CPU's flags, a build with the kernel, and Linux's grant.
+inline bool cpu_has_usable_amx(const CpuInfo& c) {
+  return kAmxBuilt && c.has("amx_bf16") && c.has("amx_tile") && amx_tiles_permitted();
 }
 
 // One thread's chain: `iters` rounds of 12 FMAs; returns a value that depends on every result.
@@ -103,7 +112,7 @@ __attribute__((target("avx512f,avx512bf16"), no_sanitize("address", "undefined",
   return lanes[0] + lanes[15];  // (_mm512_reduce_add_ps warns under GCC 12's -Wuninitialized)
 }
 
-enum class PeakKernel : uint8_t { Fp32Ymm, Fp32Zmm, Bf16Zmm };
+enum class PeakKernel : uint8_t { Fp32Ymm, Fp32Zmm, Bf16Zmm, Bf16Amx };
 
 // FLOP per chain round (12 instructions) of each kernel.
 inline double peak_flop_per_round(PeakKernel k) {
@@ -111,6 +120,7 @@ inline double peak_flop_per_round(PeakKernel k) {
     case PeakKernel::Fp32Ymm: return 12.0 * 8 * 2;
     case PeakKernel::Fp32Zmm: return 12.0 * 16 * 2;
     case PeakKernel::Bf16Zmm: return 12.0 * 16 * 4;
+    case PeakKernel::Bf16Amx: return kAmxFlopPerRound;
   }
   return 0;
 }
@@ -122,6 +132,7 @@ inline double peak_gflops(PeakKernel k, int threads, double seconds) {
       case PeakKernel::Fp32Ymm: return fma_chain_ymm(iters);
       case PeakKernel::Fp32Zmm: return fma_chain_zmm(iters);
       case PeakKernel::Bf16Zmm: return dpbf16_chain_zmm(iters);
+      case PeakKernel::Bf16Amx: return amx_chain(iters, 0x3580, 0x3580);  // bf16 2^-20: no sum overflows
     }
     return 0.0f;
   };
@@ -157,6 +168,10 @@ struct Peak {
   double fp32_ymm_1 = 0, fp32_ymm_n = 0;   // GFLOP/s, 1 thread / `threads`
   double fp32_zmm_1 = -1, fp32_zmm_n = -1; // -1: no avx512f
   double bf16_1 = -1, bf16_n = -1;         // -1: no avx512_bf16 ("none")
+  double amx_1 = -1, amx_n = -1;           // bf16 on AMX tiles; -1: no AMX, or Linux refused the tiles
+  // The CPU's bf16 peak: AMX's where it has AMX (oneDNN's bf16 products run there), else vdpbf16ps's.
+  double bf16_peak_1() const { return amx_1 > 0 ? amx_1 : bf16_1; }
+  double bf16_peak_n() const { return amx_n > 0 ? amx_n : bf16_n; }
   double fp32_1() const { return std::max(fp32_ymm_1, fp32_zmm_1); }
   double fp32_n() const { return std::max(fp32_ymm_n, fp32_zmm_n); }
   const char* fp32_isa() const { return fp32_zmm_1 > fp32_ymm_1 ? "zmm" : "ymm"; }  // the width of fp32_1()
@@ -174,6 +189,10 @@ inline Peak measure_peak(const CpuInfo& cpu, int threads, double seconds) {
   if (cpu.has("avx512_bf16")) {
     p.bf16_1 = peak_gflops(PeakKernel::Bf16Zmm, 1, seconds);
     p.bf16_n = threads == 1 ? p.bf16_1 : peak_gflops(PeakKernel::Bf16Zmm, threads, seconds);
+  }
+  if (cpu_has_usable_amx(cpu)) {
+    p.amx_1 = peak_gflops(PeakKernel::Bf16Amx, 1, seconds);
+    p.amx_n = threads == 1 ? p.amx_1 : peak_gflops(PeakKernel::Bf16Amx, threads, seconds);
   }
   return p;
 }
