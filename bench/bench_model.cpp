@@ -22,7 +22,7 @@
 // against the measured bf16 peak: AMX tiles' where the CPU has AMX (oneDNN's bf16 products run
 // there), else vdpbf16ps's ("bf16_peak_unit": "amx" or "avx512_bf16"; absent where the CPU has
 // neither or the products ran as fp32 FMAs, which "mfu_cpu" measures), and "bf16_products": how
-// --bf16 ran its products here ("native", or "fp32": FMAs on bf16 values, cli/bf16_speed.h's
+// --bf16 ran its products here ("native", "native-fp32-attention", or "fp32": FMAs on bf16 values, cli/bf16_speed.h's
 // choice, as stretch train makes it). "peak_gflops_per_core", "cpu_family" and "cpu_model" say
 // what was divided by.
 // FLOPs: 6·N per trained token (2·N evaluated) with N the weights of the matrix products (every
@@ -158,7 +158,7 @@ void add_rates(nlohmann::json& r, double tokens, double flops_per_token, double 
   r["tokens_per_cpu_s"] = std::round(tokens / cpu * 10) / 10;
   r["mfu_cpu"] = std::round(tokens * flops_per_token / cpu / g_core_peak * 1000) / 1000;
   r["mfu_wall"] = std::round(tokens * flops_per_token / wall / (threads * g_core_peak) * 1000) / 1000;
-  if (r.value("precision", "") == "bf16" && r.value("bf16_products", "") == "native" && g_core_peak_bf16 > 0) {
+  if (r.value("precision", "") == "bf16" && r.value("bf16_products", "fp32") != "fp32" && g_core_peak_bf16 > 0) {
     r["mfu_cpu_of_bf16_peak"] = std::round(tokens * flops_per_token / cpu / g_core_peak_bf16 * 1000) / 1000;
     r["bf16_peak_unit"] = g_bf16_peak_unit;
   }

@@ -19,14 +19,23 @@ bool bf16_is_slower(const Bf16Speed& s) {
          s.bf16_gflops < s.fp32_gflops;
 }
 
+std::string dot_ratio(const Bf16Speed& s) {
+  char r[32];
+  std::snprintf(r, sizeof r, "%.2fx", s.bf16_gflops / s.fp32_gflops);
+  return std::string("this CPU's bf16 dot product runs at ") + r + " its fp32 FMA rate (measured now, 1 thread)";
+}
+
 // Why bf16 is the slower here, for the lines below (s must be bf16_is_slower).
 std::string why_slower(const Bf16Speed& s) {
   if (s.kind == ops::Bf16MatmulKind::Emulated)
     return "oneDNN has no native bf16 kernels here (" + ops::cpu_isa_summary() +
            ") and emulates bf16 products with fp32 FMAs, several times slower than fp32 products";
-  char r[32];
-  std::snprintf(r, sizeof r, "%.2fx", s.bf16_gflops / s.fp32_gflops);
-  return std::string("this CPU's bf16 dot product runs at ") + r + " its fp32 FMA rate (measured now, 1 thread)";
+  return dot_ratio(s);
+}
+
+// Whether the dot product (the attention's bf16 tiles) is slower than fp32 FMAs on an AMX CPU.
+bool amx_dot_is_slower(const Bf16Speed& s) {
+  return s.kind == ops::Bf16MatmulKind::Amx && s.fp32_gflops > 0 && s.bf16_gflops > 0 && s.bf16_gflops < s.fp32_gflops;
 }
 
 }  // namespace
@@ -34,7 +43,7 @@ std::string why_slower(const Bf16Speed& s) {
 Bf16Speed measure_bf16_speed() {
   Bf16Speed s;
   s.kind = ops::bf16_matmul_kind();
-  if (s.kind != ops::Bf16MatmulKind::Dot) return s;
+  if (s.kind != ops::Bf16MatmulKind::Dot && s.kind != ops::Bf16MatmulKind::Amx) return s;
   // avx512_core_bf16 implies avx512f, and zmm FMAs run at least at the ymm rate on every such CPU.
   // The two kernels alternate in short rounds and each keeps its best: on a busy host one long
   // measurement of each could land in a loaded stretch for one kernel only and flip the ratio
@@ -48,22 +57,36 @@ Bf16Speed measure_bf16_speed() {
 
 Bf16Choice choose_bf16_products(const Bf16Speed& s, const char* env, const std::string& flag) {
   const std::string e = env ? env : "";
-  if (!e.empty() && e != "native" && e != "fp32")
+  ops::Bf16Products forced = ops::Bf16Products::Native;
+  if (!e.empty() && !ops::parse_bf16_products(e, &forced))
     throw Error(ErrorKind::Usage, "STRETCH_BF16_PRODUCTS=" + e + " is not a way to compute bf16 products",
-                "use STRETCH_BF16_PRODUCTS=native or fp32, or unset it for this CPU's choice (" + flag + ")");
-  const bool slower = bf16_is_slower(s);
+                "use STRETCH_BF16_PRODUCTS=native, fp32 or native-fp32-attention, or unset it for this CPU's choice (" +
+                    flag + ")");
+  const bool slower = bf16_is_slower(s), amx_dot_slower = amx_dot_is_slower(s);
   Bf16Choice c;
-  c.products = e == "fp32" || (e.empty() && slower) ? ops::Bf16Products::Fp32Fma : ops::Bf16Products::Native;
-  if (c.products == ops::Bf16Products::Fp32Fma) {
+  c.products = !e.empty()       ? forced
+               : slower         ? ops::Bf16Products::Fp32Fma
+               : amx_dot_slower ? ops::Bf16Products::NativeFp32Attention
+                                : ops::Bf16Products::Native;
+  if (c.products == ops::Bf16Products::NativeFp32Attention && !e.empty()) {
+    c.info = flag + ": bf16 products on oneDNN's kernels, the attention in fp32 (STRETCH_BF16_PRODUCTS=" + e + ")";
+  } else if (c.products == ops::Bf16Products::NativeFp32Attention) {
+    c.info = flag + ": bf16 products on oneDNN's AMX kernels, the attention in fp32: " + dot_ratio(s) +
+             ", and the attention's bf16 tiles use it; STRETCH_BF16_PRODUCTS=native runs them in bf16";
+  } else if (c.products == ops::Bf16Products::Native && amx_dot_slower) {
+    c.warning = flag + " with STRETCH_BF16_PRODUCTS=native: " + dot_ratio(s) +
+                ", so the attention's bf16 tiles are slower than fp32 ones here; unset STRETCH_BF16_PRODUCTS to run "
+                "the attention in fp32 (the products stay on AMX)";
+  } else if (c.products == ops::Bf16Products::Fp32Fma) {
     c.info = flag + ": bf16 products run as fp32 FMAs on bf16-rounded operands (the same rounding, exact products, "
                     "fp32 sums; the attention in fp32)" +
              (slower ? ": " + why_slower(s) : std::string(" (STRETCH_BF16_PRODUCTS=fp32)")) +
              (e.empty() ? "; STRETCH_BF16_PRODUCTS=native uses oneDNN's bf16 kernels" : "");
-  } else if (slower) {
-    c.warning = flag + " with STRETCH_BF16_PRODUCTS=native: " + why_slower(s) +
+  }
+  if (slower && c.products != ops::Bf16Products::Fp32Fma)  // forced by the variable
+    c.warning = flag + " with STRETCH_BF16_PRODUCTS=" + e + ": " + why_slower(s) +
                 ", so bf16 products are slower than fp32 ones here; unset STRETCH_BF16_PRODUCTS to run them "
                 "as fp32 FMAs on bf16-rounded operands";
-  }
   return c;
 }
 

@@ -8,11 +8,15 @@
 //             (core/peak_flops.h, ~0.15 s, alternating short rounds); bf16 below fp32 -> Fp32Fma (an Intel Xeon without AMX
 //             exposed: 0.5x, native bf16 steps 0.56-1.04x fp32's speed); else Native (Zen 4 /
 //             Zen 5: ~2x);
-//   Amx       -> Native; None: refused or falls back to fp32 earlier (cli/command.cpp).
+//   Amx       oneDNN's products run on the AMX tiles (~15x the fp32 FMA rate): native; the two
+//             rates above are measured too, because the attention's bf16 tiles use vdpbf16ps: below
+//             fp32 (an Intel Xeon model 167: 0.5x) -> NativeFp32Attention, else Native;
+//   None: refused or falls back to fp32 earlier (cli/command.cpp).
 // ops::Bf16Products::Fp32Fma keeps the flag's rounding contract (operands rounded to bf16, exact
 // products, fp32 sums) at fp32's speed; the attention then runs fp32 (ops/gemm.h). The
-// environment variable STRETCH_BF16_PRODUCTS=native|fp32 overrides the choice (another value is a
-// usage error); native where bf16 is the slower is warned.
+// environment variable STRETCH_BF16_PRODUCTS=native|fp32|native-fp32-attention overrides the choice
+// (another value is a usage error); native where bf16 or the attention's bf16 tiles are the slower
+// is warned.
 #pragma once
 #include <optional>
 #include <string>
@@ -23,10 +27,10 @@ namespace stretch::cli {
 
 struct Bf16Speed {
   ops::Bf16MatmulKind kind = ops::Bf16MatmulKind::None;
-  double fp32_gflops = 0, bf16_gflops = 0;  // one thread, measured where kind == Dot; else 0
+  double fp32_gflops = 0, bf16_gflops = 0;  // one thread, measured where kind is Dot or Amx; else 0
 };
 
-// This CPU's kind, with the two rates measured where it is Dot.
+// This CPU's kind, with the two rates measured where it is Dot or Amx.
 Bf16Speed measure_bf16_speed();
 
 // The choice and what to tell the user about it.

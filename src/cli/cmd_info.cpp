@@ -58,11 +58,13 @@ void describe_bf16_products(const Peak& p) {
   if (!ops::bf16_matmul_supported()) return;
   const char* env = std::getenv("STRETCH_BF16_PRODUCTS");
   const ops::Bf16MatmulKind kind = ops::bf16_matmul_kind();
-  const Bf16Speed speed{kind, kind == ops::Bf16MatmulKind::Dot ? p.fp32_1() : 0, kind == ops::Bf16MatmulKind::Dot ? p.bf16_1 : 0};
+  const bool measured = kind == ops::Bf16MatmulKind::Dot || kind == ops::Bf16MatmulKind::Amx;
+  const Bf16Speed speed{kind, measured ? p.fp32_1() : 0, measured ? p.bf16_1 : 0};
   const Bf16Choice c = choose_bf16_products(speed, env, "--bf16");
   std::cout << "--bf16 products: "
-            << (c.products == ops::Bf16Products::Native ? "native (oneDNN's bf16 kernels, bf16 attention tiles)"
-                                                        : "fp32 FMAs on bf16-rounded operands")
+            << (c.products == ops::Bf16Products::Native    ? "native (oneDNN's bf16 kernels, bf16 attention tiles)"
+                : c.products == ops::Bf16Products::Fp32Fma ? "fp32 FMAs on bf16-rounded operands"
+                                                           : "native (oneDNN's bf16 kernels on AMX), fp32 attention")
             << (env && *env ? std::string(" (STRETCH_BF16_PRODUCTS=") + env + ")" : std::string()) << "\n";
 }
 

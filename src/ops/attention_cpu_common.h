@@ -257,7 +257,8 @@ struct Bf16PackStore {
 #endif
 
 // The bf16 path runs for this call: bf16 matrix products requested (ops::matmul_precision()), run
-// natively (ops::bf16_products(); under Fp32Fma the attention is fp32, as without avx512_bf16),
+// natively (ops::bf16_products() == Native; under Fp32Fma and NativeFp32Attention the attention is
+// fp32, as without avx512_bf16),
 // the CPU and the build have avx512_bf16, and no score term that has no bf16 form yet: the
 // relative-key term (its band products with R read fp32 (q + w) and write dQ/dR in fp32) and the
 // soft span mask run the whole call in fp32 (docs/architecture.md, "bf16 attention").

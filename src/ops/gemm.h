@@ -116,11 +116,16 @@ GemmPrecision matmul_precision();
 //            sums are fp32, so this is the same rounding contract (only the order of the sums
 //            differs); the attention runs its fp32 path, as on CPUs without avx512_bf16. For CPUs
 //            whose bf16 products are slower than fp32 ones (an Intel Xeon without AMX: vdpbf16ps
-//            at 0.5x the fp32 FMA rate; AVX-512 without avx512_bf16: oneDNN emulates bf16).
-enum class Bf16Products : uint8_t { Native, Fp32Fma };
+//            at 0.5x the fp32 FMA rate; AVX-512 without avx512_bf16: oneDNN emulates bf16);
+//   NativeFp32Attention  oneDNN's bf16 matmul, and the fused attention's fp32 path: for CPUs whose
+//            AMX tiles run oneDNN's products (~15x the fp32 FMA rate) but whose vdpbf16ps, which
+//            the attention's bf16 tiles use, is slower than fp32 FMAs (an Intel Xeon model 167: 0.5x).
+enum class Bf16Products : uint8_t { Native, Fp32Fma, NativeFp32Attention };
 void set_bf16_products(Bf16Products p);
 Bf16Products bf16_products();
-const char* bf16_products_name(Bf16Products p);  // "native" / "fp32"
+const char* bf16_products_name(Bf16Products p);  // "native" / "fp32" / "native-fp32-attention"
+// The inverse of bf16_products_name; false for another name.
+bool parse_bf16_products(const std::string& name, Bf16Products* out);
 // rows × cols floats (leading dimension ld, 0 = cols) -> rows × cols floats holding the bf16
 // values round_to_bf16 gives (nearest even, NaN quieted), widened back to fp32. In place
 // (dst == src) where ld = cols.

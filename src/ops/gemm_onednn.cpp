@@ -262,7 +262,22 @@ std::string cpu_isa_summary() {
 
 void set_bf16_products(Bf16Products p) { g_bf16_products.store(p); }
 Bf16Products bf16_products() { return g_bf16_products.load(std::memory_order_relaxed); }
-const char* bf16_products_name(Bf16Products p) { return p == Bf16Products::Native ? "native" : "fp32"; }
+const char* bf16_products_name(Bf16Products p) {
+  switch (p) {
+    case Bf16Products::Native: return "native";
+    case Bf16Products::Fp32Fma: return "fp32";
+    case Bf16Products::NativeFp32Attention: return "native-fp32-attention";
+  }
+  return "?";
+}
+bool parse_bf16_products(const std::string& name, Bf16Products* out) {
+  for (const Bf16Products p : {Bf16Products::Native, Bf16Products::Fp32Fma, Bf16Products::NativeFp32Attention})
+    if (name == bf16_products_name(p)) {
+      *out = p;
+      return true;
+    }
+  return false;
+}
 
 void set_matmul_precision(GemmPrecision p) { g_precision = p; }
 GemmPrecision matmul_precision() { return g_precision; }

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "ops/gemm.h"
 #include "optim/optimizer.h"
 #include "tensor/torch_file.h"
 
@@ -72,8 +73,9 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& sou
     fail_input(source, std::string("train_state in the metadata is incomplete: ") + e.what(),
                "the file was not written by this version of `stretch train`; restore an earlier checkpoint");
   }
-  if (!s.bf16_products.empty() && s.bf16_products != "native" && s.bf16_products != "fp32")
-    fail_input(source, "train_state's bf16_products is '" + s.bf16_products + "', not native or fp32",
+  ops::Bf16Products parsed;
+  if (!s.bf16_products.empty() && !ops::parse_bf16_products(s.bf16_products, &parsed))
+    fail_input(source, "train_state's bf16_products is '" + s.bf16_products + "', not native, fp32 or native-fp32-attention",
                "restore an earlier checkpoint");
   if (s.num_updates < 0 || s.epoch < 1 || s.next_batch < 0)
     fail_input(source, "train_state " + j.dump() + " is impossible", "restore an earlier checkpoint");

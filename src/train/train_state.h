@@ -36,8 +36,9 @@ struct TrainState {
   // --store-ema --ema-update-freq N: updates since the average last moved (train/ema.h). fairseq keeps
   // it in memory only (a resume restarts it at 0); kept here so a resume continues exactly.
   int64_t ema_update_counter = 0;
-  // --bf16: how the run computes its bf16 products ("native" / "fp32", ops::bf16_products_name; "" for an
-  // fp32 run). Where the CPU's choice is measured at startup (cli/bf16_speed.h, kind Dot) a resume keeps
+  // --bf16: how the run computes its bf16 products ("native" / "fp32" / "native-fp32-attention",
+  // ops::bf16_products_name; "" for an fp32 run). Where the CPU's choice is measured at startup
+  // (cli/bf16_speed.h, kind Dot or Amx) a resume keeps
   // the checkpoint's, so a noisy measurement cannot switch a run's arithmetic halfway.
   std::string bf16_products{};
   // Moves to the start of the next epoch (batch 0, epoch sums cleared).

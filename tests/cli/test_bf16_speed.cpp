@@ -36,6 +36,44 @@ TEST(Bf16Choice, DotAtOrAboveFp32AndAmxStayNativeSilently) {
   }
 }
 
+// An Intel Xeon model 167 (docs/BENCHMARKS.md): AMX runs oneDNN's products, vdpbf16ps at 0.50x fp32.
+const Bf16Speed kAmx167{Bf16MatmulKind::Amx, 236.1, 118.1};
+
+TEST(Bf16Choice, AmxWithASlowerDotRunsTheAttentionInFp32AndSaysWhy) {
+  const Bf16Choice c = choose_bf16_products(kAmx167, nullptr, "--bf16");
+  EXPECT_EQ(c.products, Bf16Products::NativeFp32Attention);
+  ASSERT_TRUE(c.info.has_value());
+  EXPECT_FALSE(c.warning.has_value());
+  EXPECT_NE(c.info->find("--bf16: bf16 products on oneDNN's AMX kernels, the attention in fp32: this CPU's bf16 dot "
+                         "product runs at 0.50x its fp32 FMA rate"),
+            std::string::npos)
+      << *c.info;
+  EXPECT_NE(c.info->find("STRETCH_BF16_PRODUCTS=native runs them in bf16"), std::string::npos) << *c.info;
+  const Bf16Choice native = choose_bf16_products(kAmx167, "native", "--bf16");
+  EXPECT_EQ(native.products, Bf16Products::Native);
+  ASSERT_TRUE(native.warning.has_value());
+  EXPECT_NE(native.warning->find("the attention's bf16 tiles are slower than fp32 ones here"), std::string::npos)
+      << *native.warning;
+  EXPECT_EQ(choose_bf16_products(kAmx167, "fp32", "--bf16").products, Bf16Products::Fp32Fma);
+  // AMX with a dot product at or above fp32 (none known; the rule, not a CPU): all native, silently.
+  const Bf16Choice fast = choose_bf16_products({Bf16MatmulKind::Amx, 100.0, 200.0}, nullptr, "--bf16");
+  EXPECT_EQ(fast.products, Bf16Products::Native);
+  EXPECT_FALSE(fast.info.has_value());
+}
+
+TEST(Bf16Choice, ProductNamesRoundTripAndOthersAreRefused) {
+  for (const Bf16Products p : {Bf16Products::Native, Bf16Products::Fp32Fma, Bf16Products::NativeFp32Attention}) {
+    Bf16Products back = p == Bf16Products::Native ? Bf16Products::Fp32Fma : Bf16Products::Native;
+    EXPECT_TRUE(ops::parse_bf16_products(ops::bf16_products_name(p), &back)) << ops::bf16_products_name(p);
+    EXPECT_EQ(back, p);
+  }
+  EXPECT_STREQ(ops::bf16_products_name(Bf16Products::NativeFp32Attention), "native-fp32-attention");
+  Bf16Products untouched = Bf16Products::Fp32Fma;
+  EXPECT_FALSE(ops::parse_bf16_products("amx", &untouched));
+  EXPECT_FALSE(ops::parse_bf16_products("", &untouched));
+  EXPECT_EQ(untouched, Bf16Products::Fp32Fma);
+}
+
 TEST(Bf16Choice, EmulatedRunsFp32Fma) {
   const Bf16Choice c = choose_bf16_products({Bf16MatmulKind::Emulated, 0, 0}, nullptr, "--fp16");
   EXPECT_EQ(c.products, Bf16Products::Fp32Fma);

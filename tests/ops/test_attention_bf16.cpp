@@ -208,6 +208,22 @@ TEST(AttentionBf16Fallback, Fp32FmaProductsRunFp32) {
   set_bf16_products(saved);
 }
 
+// Under Bf16Products::NativeFp32Attention (--bf16 on an AMX CPU whose vdpbf16ps is slower than its
+// fp32 FMAs, cli/bf16_speed.h) the attention runs its fp32 path too, on every host; where the bf16
+// path exists, Native's result differs from it (so the setting is what switched it).
+TEST(AttentionBf16Fallback, NativeFp32AttentionRunsFp32) {
+  const Bf16Products saved = bf16_products();
+  set_bf16_products(Bf16Products::NativeFp32Attention);
+  expect_bf16_runs_fp32();
+  set_bf16_products(Bf16Products::Native);
+  if (attention_bf16_supported()) {
+    const Problem pb(AttnCase{.name = "native", .b = 1, .h = 2, .t = 70, .s = 70, .d = 16, .bias = BiasPolicy::Alibi});
+    EXPECT_NE(run(pb, pb.q, pb.k, pb.v, pb.dout, false, GemmPrecision::Bf16).out,
+              run(pb, pb.q, pb.k, pb.v, pb.dout, false, GemmPrecision::Fp32).out);
+  }
+  set_bf16_products(saved);
+}
+
 // The relative-key term and the soft span mask have no bf16 form yet: those calls run fp32
 // under bf16 precision, bitwise the fp32 result (on every host).
 TEST(AttentionBf16Fallback, RelKeyAndSpanMaskRunFp32) {

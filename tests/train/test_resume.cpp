@@ -168,13 +168,14 @@ TEST_F(Resume, KillNineContinuesFromTheLastSavedCheckpoint) {
 }
 
 // --bf16 where the CPU's choice of products is measured at startup (cli/bf16_speed.h, kind Dot: Zen 4,
-// Zen 5, an Intel Xeon without AMX): a resume keeps the checkpoint's choice. The run starts with the
-// products this CPU would NOT choose (forced by STRETCH_BF16_PRODUCTS), so the resume's own measurement
+// Zen 5, an Intel Xeon without AMX; kind Amx: native or native-fp32-attention): a resume keeps the
+// checkpoint's choice. The run starts with the products this CPU would NOT choose (forced by STRETCH_BF16_PRODUCTS), so the resume's own measurement
 // disagrees with the checkpoint every time; the two choices give different roundings, so keeping the
 // wrong one fails the comparison (the control shows it).
 TEST(Bf16Resume, KeepsTheCheckpointsBf16Products) {
-  if (ops::bf16_matmul_kind() != ops::Bf16MatmulKind::Dot)
-    GTEST_SKIP() << "bf16 products are chosen by measurement only on a CPU with avx512_bf16 and no AMX ("
+  const ops::Bf16MatmulKind kind = ops::bf16_matmul_kind();
+  if (kind != ops::Bf16MatmulKind::Dot && kind != ops::Bf16MatmulKind::Amx)
+    GTEST_SKIP() << "bf16 products are chosen by measurement only on a CPU with avx512_bf16 or AMX ("
                  << ops::cpu_isa_summary() << "): nothing to keep across a resume here";
   const cli::Bf16Choice here = cli::choose_bf16_products(cli::measure_bf16_speed(), nullptr, "--bf16");
   const std::string other = here.products == ops::Bf16Products::Native ? "fp32" : "native";
