@@ -4,7 +4,13 @@ if(STRETCH_WERROR)
   add_compile_options(-Werror)
 endif()
 if(STRETCH_NATIVE)
-  add_compile_options(-march=native)
+  # 512-bit vectors for the compiler's own vectorisation wherever the host has AVX-512 (ignored
+  # without it). GCC 12 takes an Intel Xeon family 6 model 167 (AMX) for a Rocket Lake and tunes
+  # for 256-bit vectors there: its auto-vectorised loops then summed in another order than on
+  # Zen 4 or the Intel model 207, and the same commit trained to other bits (scripts/
+  # check_train_logs.sh: every fp32 digest differed). With the preference fixed, that host gives
+  # Zen 4's digests and trains at 1.00-1.03x the speed (docs/identity.md, session 36).
+  add_compile_options(-march=native -mprefer-vector-width=512)
 else()
   add_compile_options(-march=x86-64-v3)
 endif()
