@@ -6,8 +6,6 @@
 // the same losses as no flag. With bf16 matmul, a tiny --bf16 training run and a --bf16
 // evaluation of its checkpoint work.
 #include <gtest/gtest.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -17,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_flags.h"
 #include "ops/gemm.h"
 #include "train/train_test_util.h"
 
@@ -92,17 +91,7 @@ TEST(Bf16Flag, RefusedAtStartupWithoutBf16MatmulElseTrainsAndEvaluates) {
 // `stretch info` measures one thread's fp32 FMA and bf16 dot-product rates and says when --bf16's
 // products are slower (an Intel Xeon without AMX: 0.5×). The oracle for which line must appear is
 // /proc/cpuinfo read here, not the code under test; the ratio must be the two printed rates'.
-bool cpuinfo_has_flag(const std::string& flag) {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    for (std::string w; words >> w;)
-      if (w == flag) return true;
-    return false;
-  }
-  return false;
-}
+using testing::cpuinfo_has_flag;
 
 TEST(InfoPeak, PrintsFp32AndBf16RatesAndTheirRatio) {
   const RunResult info = run_stretch({"info"});
@@ -134,8 +123,7 @@ TEST(InfoPeak, PrintsFp32AndBf16RatesAndTheirRatio) {
   EXPECT_LE(ratio, hi) << info.out;
   // AMX: its rate exactly where the CPU has the flags and Linux grants this process the tiles (asked
   // here, independently of core/peak_amx.h); oneDNN's bf16 products run there, so no warning.
-  const bool amx = cpuinfo_has_flag("amx_bf16") && cpuinfo_has_flag("amx_tile") &&
-                   syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+  const bool amx = testing::amx_tiles_granted();
   std::smatch a;
   const bool amx_printed = std::regex_search(info.out, a, std::regex(R"(, bf16 AMX tiles ([0-9.]+) GFLOP/s = ([0-9.]+)x fp32\n)"));
   ASSERT_EQ(amx_printed, amx) << info.out;

@@ -3,34 +3,14 @@
 // "can run it" is /proc/cpuinfo and Linux's answer to the tile request, read here, not
 // cpu_has_usable_amx(). No speed is asserted.
 #include <gtest/gtest.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <fstream>
-#include <sstream>
-#include <string>
 
 #include "core/peak_flops.h"
+#include "cpu_flags.h"
 
 namespace stretch {
 namespace {
 
-bool cpuinfo_flag(const std::string& flag) {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    for (std::string w; words >> w;)
-      if (w == flag) return true;
-    return false;
-  }
-  return false;
-}
-
-bool amx_here() {
-  return kAmxBuilt && cpuinfo_flag("amx_bf16") && cpuinfo_flag("amx_tile") &&
-         syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
-}
+bool amx_here() { return kAmxBuilt && testing::amx_tiles_granted(); }
 
 TEST(PeakAmx, UsableExactlyWhereTheCpuAndLinuxAllowIt) {
   EXPECT_EQ(cpu_has_usable_amx(cpu_info()), amx_here());
