@@ -50,8 +50,9 @@ RULES = [
     ("zero-fill (memset)", lambda d, s: "memset" in s),
     ("optimizer + grad scale + clip", lambda d, s: "optim::" in s),
     ("embedding", lambda d, s: "embedding" in s),
-    # core/peak_flops.h: fma_chain_ymm/zmm, dpbf16_chain_zmm, peak_gflops (bench_model's startup peak)
-    ("peak measurement (setup, not a step)", lambda d, s: "_chain_" in s or "peak_gflops" in s),
+    # core/peak_flops.h: fma_chain_ymm/zmm, dpbf16_chain_zmm, amx_chain (core/peak_amx.h), peak_gflops
+    # (bench_model's startup peak)
+    ("peak measurement (setup, not a step)", lambda d, s: "_chain_" in s or "amx_chain" in s or "peak_gflops" in s),
     ("model init (setup, not a step)", lambda d, s: "init_" in s or "Rng::" in s or "cosf" in s or "sinf" in s
      or "logf" in s),  # libm logf/cosf: Rng::normal's Box-Muller at initialisation
     ("kernel (page faults, scheduling)", lambda d, s: "kernel" in d),
