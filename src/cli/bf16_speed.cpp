@@ -12,11 +12,12 @@
 namespace stretch::cli {
 namespace {
 
+// Whether the measured dot-product rate is below the fp32 FMA rate (false where nothing was measured).
+bool dot_is_slower(const Bf16Speed& s) { return s.fp32_gflops > 0 && s.bf16_gflops > 0 && s.bf16_gflops < s.fp32_gflops; }
+
 // Whether bf16 products are slower than fp32 ones here: Emulated, or Dot with a measured ratio below 1.
 bool bf16_is_slower(const Bf16Speed& s) {
-  if (s.kind == ops::Bf16MatmulKind::Emulated) return true;
-  return s.kind == ops::Bf16MatmulKind::Dot && s.fp32_gflops > 0 && s.bf16_gflops > 0 &&
-         s.bf16_gflops < s.fp32_gflops;
+  return s.kind == ops::Bf16MatmulKind::Emulated || (s.kind == ops::Bf16MatmulKind::Dot && dot_is_slower(s));
 }
 
 std::string dot_ratio(const Bf16Speed& s) {
@@ -34,16 +35,18 @@ std::string why_slower(const Bf16Speed& s) {
 }
 
 // Whether the dot product (the attention's bf16 tiles) is slower than fp32 FMAs on an AMX CPU.
-bool amx_dot_is_slower(const Bf16Speed& s) {
-  return s.kind == ops::Bf16MatmulKind::Amx && s.fp32_gflops > 0 && s.bf16_gflops > 0 && s.bf16_gflops < s.fp32_gflops;
-}
+bool amx_dot_is_slower(const Bf16Speed& s) { return s.kind == ops::Bf16MatmulKind::Amx && dot_is_slower(s); }
 
 }  // namespace
+
+bool bf16_rates_decide(ops::Bf16MatmulKind kind) {
+  return kind == ops::Bf16MatmulKind::Dot || kind == ops::Bf16MatmulKind::Amx;
+}
 
 Bf16Speed measure_bf16_speed() {
   Bf16Speed s;
   s.kind = ops::bf16_matmul_kind();
-  if (s.kind != ops::Bf16MatmulKind::Dot && s.kind != ops::Bf16MatmulKind::Amx) return s;
+  if (!bf16_rates_decide(s.kind)) return s;
   // avx512_core_bf16 implies avx512f, and zmm FMAs run at least at the ymm rate on every such CPU.
   // The two kernels alternate in short rounds and each keeps its best: on a busy host one long
   // measurement of each could land in a loaded stretch for one kernel only and flip the ratio

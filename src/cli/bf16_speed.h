@@ -30,6 +30,9 @@ struct Bf16Speed {
   double fp32_gflops = 0, bf16_gflops = 0;  // one thread, measured where kind is Dot or Amx; else 0
 };
 
+// Whether the two rates decide the choice on a CPU of this kind (Dot, Amx): there they are measured.
+bool bf16_rates_decide(ops::Bf16MatmulKind kind);
+
 // This CPU's kind, with the two rates measured where it is Dot or Amx.
 Bf16Speed measure_bf16_speed();
 

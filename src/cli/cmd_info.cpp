@@ -58,7 +58,7 @@ void describe_bf16_products(const Peak& p) {
   if (!ops::bf16_matmul_supported()) return;
   const char* env = std::getenv("STRETCH_BF16_PRODUCTS");
   const ops::Bf16MatmulKind kind = ops::bf16_matmul_kind();
-  const bool measured = kind == ops::Bf16MatmulKind::Dot || kind == ops::Bf16MatmulKind::Amx;
+  const bool measured = bf16_rates_decide(kind);
   const Bf16Speed speed{kind, measured ? p.fp32_1() : 0, measured ? p.bf16_1 : 0};
   const Bf16Choice c = choose_bf16_products(speed, env, "--bf16");
   std::cout << "--bf16 products: "
