@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/peak_flops.h"
+#include "ops/attention_precision.h"
 
 namespace stretch::cli {
 namespace {
@@ -34,8 +35,11 @@ std::string why_slower(const Bf16Speed& s) {
   return dot_ratio(s);
 }
 
-// Whether the dot product (the attention's bf16 tiles) is slower than fp32 FMAs on an AMX CPU.
-bool amx_dot_is_slower(const Bf16Speed& s) { return s.kind == ops::Bf16MatmulKind::Amx && dot_is_slower(s); }
+// Whether the attention's bf16 tiles run at the dot product's rate, slower than fp32 FMAs, on an
+// AMX CPU (where they do not run on the tiles themselves).
+bool amx_dot_is_slower(const Bf16Speed& s) {
+  return s.kind == ops::Bf16MatmulKind::Amx && !s.attention_on_amx && dot_is_slower(s);
+}
 
 }  // namespace
 
@@ -46,6 +50,7 @@ bool bf16_rates_decide(ops::Bf16MatmulKind kind) {
 Bf16Speed measure_bf16_speed() {
   Bf16Speed s;
   s.kind = ops::bf16_matmul_kind();
+  s.attention_on_amx = ops::attention_bf16_amx();
   if (!bf16_rates_decide(s.kind)) return s;
   // avx512_core_bf16 implies avx512f, and zmm FMAs run at least at the ymm rate on every such CPU.
   // The two kernels alternate in short rounds and each keeps its best: on a busy host one long

@@ -8,9 +8,10 @@
 //             (core/peak_flops.h, ~0.15 s, alternating short rounds); bf16 below fp32 -> Fp32Fma (an Intel Xeon without AMX
 //             exposed: 0.5x, native bf16 steps 0.56-1.04x fp32's speed); else Native (Zen 4 /
 //             Zen 5: ~2x);
-//   Amx       oneDNN's products run on the AMX tiles (~15x the fp32 FMA rate): native; the two
-//             rates above are measured too, because the attention's bf16 tiles use vdpbf16ps: below
-//             fp32 (an Intel Xeon model 167: 0.5x) -> NativeFp32Attention, else Native;
+//   Amx       oneDNN's products run on the AMX tiles (~15x the fp32 FMA rate): native, and the
+//             attention's bf16 tiles run there too (ops::attention_bf16_amx()). Where they cannot
+//             (a build without the tile kernel) they use vdpbf16ps, so the two rates above are
+//             measured too: below fp32 (an Intel Xeon model 167: 0.5x) -> NativeFp32Attention;
 //   None: refused or falls back to fp32 earlier (cli/command.cpp).
 // ops::Bf16Products::Fp32Fma keeps the flag's rounding contract (operands rounded to bf16, exact
 // products, fp32 sums) at fp32's speed; the attention then runs fp32 (ops/gemm.h). The
@@ -28,6 +29,7 @@ namespace stretch::cli {
 struct Bf16Speed {
   ops::Bf16MatmulKind kind = ops::Bf16MatmulKind::None;
   double fp32_gflops = 0, bf16_gflops = 0;  // one thread, measured where kind is Dot or Amx; else 0
+  bool attention_on_amx = false;  // the attention's bf16 tiles run on AMX (ops::attention_bf16_amx())
 };
 
 // Whether the two rates decide the choice on a CPU of this kind (Dot, Amx): there they are measured.

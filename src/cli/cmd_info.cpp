@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "core/peak_flops.h"
 #include "core/threads.h"
+#include "ops/attention_precision.h"
 #include "ops/linear.h"
 #include "data/indexed_dataset.h"
 #include "stretch/version.h"
@@ -59,10 +60,12 @@ void describe_bf16_products(const Peak& p) {
   const char* env = std::getenv("STRETCH_BF16_PRODUCTS");
   const ops::Bf16MatmulKind kind = ops::bf16_matmul_kind();
   const bool measured = bf16_rates_decide(kind);
-  const Bf16Speed speed{kind, measured ? p.fp32_1() : 0, measured ? p.bf16_1 : 0};
+  const Bf16Speed speed{kind, measured ? p.fp32_1() : 0, measured ? p.bf16_1 : 0, ops::attention_bf16_amx()};
   const Bf16Choice c = choose_bf16_products(speed, env, "--bf16");
   std::cout << "--bf16 products: "
-            << (c.products == ops::Bf16Products::Native    ? "native (oneDNN's bf16 kernels, bf16 attention tiles)"
+            << (c.products == ops::Bf16Products::Native && speed.attention_on_amx
+                    ? "native (oneDNN's bf16 kernels, bf16 attention tiles on AMX)"
+                : c.products == ops::Bf16Products::Native  ? "native (oneDNN's bf16 kernels, bf16 attention tiles)"
                 : c.products == ops::Bf16Products::Fp32Fma ? "fp32 FMAs on bf16-rounded operands"
                                                            : "native (oneDNN's bf16 kernels on AMX), fp32 attention")
             << (env && *env ? std::string(" (STRETCH_BF16_PRODUCTS=") + env + ")" : std::string()) << "\n";

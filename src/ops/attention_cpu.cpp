@@ -100,13 +100,16 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
     // S's columns and P·V's keys per block of rows (attention_skip.h; the whole tile unless masked):
     // the scores past a block's end stay unwritten and are masked below (never read as scores).
     const BlockKeys ends = block_key_ends(g, p0, j0, nk, mq, trim && masked);
-    for (int i = 0; i < mq; i += kTrimRows) {
-      const int rows = std::min(kTrimRows, mq - i), end = ends.end[i / kTrimRows];
+    // bf16: rows by 16 on the AMX tiles (rows_key_end), by block with vdpbf16ps.
+    const int step = Bf ? bf16_product_rows(bp.amx) : kTrimRows;
+    for (int i = 0; i < mq; i += step) {
+      const int rows = std::min(step, mq - i), end = rows_key_end(ends, i, rows);
       if (end == 0) continue;
 #if STRETCH_ATTN_BF16
       if constexpr (Bf)
-        attn::tile_gemm_bf16<Init::Zero>(rows, end, static_cast<int>(bp.dp2 / 2), w.qb + i * bp.dp2, bp.dp2,
-                                         bp.kd + (bh * g.n_kt + kt) * bp.d_tile(), kBk, w.s + i * kBk, kBk);
+        bf16_product<Init::Zero>(bp, rows, bf16_key_columns(bp, end), static_cast<int>(bp.dp2 / 2),
+                                 w.qb + i * bp.dp2, bp.dp2, bp.kd + (bh * g.n_kt + kt) * bp.d_tile(), kBk,
+                                 w.s + i * kBk, kBk);
       else
 #endif
         tile_gemm<Init::Zero, ALayout::Rows>(rows, fp32_columns(end), static_cast<int>(D), Qc + i * ldqc, ldqc,
@@ -174,13 +177,13 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
 #if STRETCH_ATTN_BF16
     if constexpr (Bf) attn::to_bf16_rows(w.pb, kBk, w.s, kBk, mq, nk);
 #endif
-    for (int i = 0; i < mq; i += kTrimRows) {
-      const int rows = std::min(kTrimRows, mq - i), end = ends.end[i / kTrimRows];
+    for (int i = 0; i < mq; i += step) {
+      const int rows = std::min(step, mq - i), end = rows_key_end(ends, i, rows);
       if (end == 0) continue;
 #if STRETCH_ATTN_BF16
       if constexpr (Bf)
-        attn::tile_gemm_bf16<Init::Accumulate>(rows, static_cast<int>(D), (end + 1) / 2, w.pb + i * kBk, kBk,
-                                               bp.vj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, w.o + i * D, D);
+        bf16_product<Init::Accumulate>(bp, rows, static_cast<int>(D), bf16_key_pairs(bp, end), w.pb + i * kBk, kBk,
+                                       bp.vj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn, w.o + i * D, D);
       else
 #endif
         tile_gemm<Init::Accumulate, ALayout::Rows>(rows, static_cast<int>(D), end, w.s + i * kBk, kBk, V + j0 * ldv,
@@ -252,6 +255,9 @@ void forward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, const
       w.qb = scratch16.data() + per16 * omp_get_thread_num();
       w.pb = w.qb + kBq * bp.dp2;
     }
+#if STRETCH_ATTN_AMX
+    const attn::AmxTiles tiles(Bf && bp.amx);  // this thread's tiles, for its query tiles' products
+#endif
     // Largest causal query tiles (the last ones) first, for dynamic load balance.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t wi = 0; wi < n_work; ++wi) {
@@ -270,6 +276,14 @@ bool attention_bf16_supported() {
   static const bool ok = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512vl");
   return ok;
+#else
+  return false;
+#endif
+}
+
+bool attention_bf16_amx() {
+#if STRETCH_ATTN_AMX
+  return attention_bf16_supported() && attn::amx_tiles_usable();
 #else
   return false;
 #endif

@@ -179,16 +179,19 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
     // S's and dP's columns and dQ's keys per block of rows (attention_skip.h): past a block's end
     // the scores are masked and dP is set to 0 below, so P and dS are exact zeros there.
     const BlockKeys ends = block_key_ends(g, p0, j0, nk, mq, w.trim && masked);
-    for (int rb = 0; rb < mq; rb += kTrimRows) {
-      const int rows = std::min(kTrimRows, mq - rb), end = ends.end[rb / kTrimRows];
+    // bf16: rows by 16 on the AMX tiles (rows_key_end), by block with vdpbf16ps.
+    const int step = Bf ? bf16_product_rows(bp.amx) : kTrimRows;
+    for (int rb = 0; rb < mq; rb += step) {
+      const int rows = std::min(step, mq - rb), end = rows_key_end(ends, rb, rows);
       if (end == 0) continue;
 #if STRETCH_ATTN_BF16
       if constexpr (Bf) {
         const int64_t at = (bh * g.n_kt + kt) * bp.d_tile();
-        attn::tile_gemm_bf16<Init::Zero>(rows, end, static_cast<int>(bp.dp2 / 2), w.qb + (i0 + rb) * bp.dp2, bp.dp2,
-                                         bp.kd + at, kBk, w.s + rb * kBk, kBk);
-        attn::tile_gemm_bf16<Init::Zero>(rows, end, static_cast<int>(bp.dp2 / 2), w.dob + (i0 + rb) * bp.dp2,
-                                         bp.dp2, bp.vd + at, kBk, w.dp + rb * kBk, kBk);
+        const int n = bf16_key_columns(bp, end), d2 = static_cast<int>(bp.dp2 / 2);
+        bf16_product<Init::Zero>(bp, rows, n, d2, w.qb + (i0 + rb) * bp.dp2, bp.dp2, bp.kd + at, kBk, w.s + rb * kBk,
+                                 kBk);
+        bf16_product<Init::Zero>(bp, rows, n, d2, w.dob + (i0 + rb) * bp.dp2, bp.dp2, bp.vd + at, kBk,
+                                 w.dp + rb * kBk, kBk);
       } else
 #endif
       {
@@ -255,19 +258,18 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
       if (do_kv) {
         attn::pack_row_pairs(w.pp, kBk, w.s, kBk, mq, nk);
         attn::pack_row_pairs(w.dsp, kBk, w.dp, kBk, mq, nk);
-        attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.dot + i0, tp2, w.pp, kBk, dv_acc,
-                                               kBk);
-        attn::tile_gemm_bf16<Init::Accumulate>(static_cast<int>(D), kBk, q2, w.qt + i0, tp2, w.dsp, kBk, dk_acc,
-                                               kBk);
+        // (q2 is not padded: past the task's rows and the tile's pairs the operands are not zeros)
+        bf16_product<Init::Accumulate>(bp, static_cast<int>(D), kBk, q2, w.dot + i0, tp2, w.pp, kBk, dv_acc, kBk);
+        bf16_product<Init::Accumulate>(bp, static_cast<int>(D), kBk, q2, w.qt + i0, tp2, w.dsp, kBk, dk_acc, kBk);
       }
       if (do_q) {
         attn::to_bf16_rows(w.dsb, kBk, w.dp, kBk, mq, nk);
-        for (int rb = 0; rb < mq; rb += kTrimRows) {
-          const int end = ends.end[rb / kTrimRows];
+        for (int rb = 0; rb < mq; rb += step) {
+          const int rows = std::min(step, mq - rb), end = rows_key_end(ends, rb, rows);
           if (end > 0)
-            attn::tile_gemm_bf16<Init::Accumulate>(std::min(kTrimRows, mq - rb), static_cast<int>(D), (end + 1) / 2,
-                                                   w.dsb + rb * kBk, kBk, bp.kj + (bh * g.n_kt + kt) * bp.j_tile(),
-                                                   bp.ldn, dQ + (i0 + rb) * ldq, ldq);
+            bf16_product<Init::Accumulate>(bp, rows, static_cast<int>(D), bf16_key_pairs(bp, end), w.dsb + rb * kBk,
+                                           kBk, bp.kj + (bh * g.n_kt + kt) * bp.j_tile(), bp.ldn,
+                                           dQ + (i0 + rb) * ldq, ldq);
         }
       }
       return;
@@ -517,6 +519,9 @@ void backward_run(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, cons
       w.ccol = w.gdist + rs.ncols;
     }
     if (Bf) bwd_bf16_scratch(w, scratch16.data() + per16 * omp_get_thread_num(), g, bp);
+#if STRETCH_ATTN_AMX
+    const attn::AmxTiles tiles(Bf && bp.amx);  // this thread's tiles, for its tasks' products
+#endif
     if (skip) w.kn = kn.data(), w.qn = qn.data();
     w.trim = trimming_applies(rs, sm);
 #pragma omp for schedule(dynamic, 1)

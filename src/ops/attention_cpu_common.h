@@ -20,6 +20,7 @@
 #include "ops/attention_relkey.h"
 #include "ops/attention_span_mask.h"
 #include "ops/attention_tile.h"
+#include "ops/attention_tile_amx.h"
 #include "ops/attention_tile_bf16.h"
 #include "ops/gemm.h"
 #include "tensor/pool.h"
@@ -194,8 +195,10 @@ inline void dropout_row(float* z, int nk, const Geo& g, int64_t bh, int64_t i, i
 // kd the pair-packed Kᵀ [dp2 / 2, kBk, 2] (B of S = Q·Kᵀ), vj the pair-packed V
 // [kBk / 2, ldn, 2] (B of O += P·V); in the backward also vd (Vᵀ, B of dP = dO·Vᵀ) and kj (K, B
 // of dQ += dS·K). dp2 = D rounded up to even, ldn = D rounded up to kNr.
+// amx: the products run on the AMX tiles (attention_tile_amx.h), each thread's inside an AmxTiles.
 struct Bf16Packs {
   int64_t dp2 = 0, ldn = 0;
+  bool amx = false;
   const uint16_t* kd = nullptr;
   const uint16_t* vd = nullptr;
   const uint16_t* kj = nullptr;
@@ -227,7 +230,7 @@ struct Bf16PackStore {
   Bf16Packs p;
   PoolArray<uint16_t> kd, vd, kj, vj;
   Bf16PackStore(const Geo& g, const float* kd_src, const float* vd_src, const float* kj_src, const float* vj_src)
-      : p{(g.D + 1) / 2 * 2, (g.D + attn::kNr - 1) / attn::kNr * attn::kNr},
+      : p{(g.D + 1) / 2 * 2, (g.D + attn::kNr - 1) / attn::kNr * attn::kNr, amx_here()},
         kd(kd_src ? size(g, p.d_tile()) : 0), vd(vd_src ? size(g, p.d_tile()) : 0),
         kj(kj_src ? size(g, p.j_tile()) : 0), vj(vj_src ? size(g, p.j_tile()) : 0) {
     const int64_t BH = g.B * g.H, ld = g.ks.row;
@@ -244,6 +247,13 @@ struct Bf16PackStore {
       }
     p.kd = kd_src ? kd.data() : nullptr, p.vd = vd_src ? vd.data() : nullptr;
     p.kj = kj_src ? kj.data() : nullptr, p.vj = vj_src ? vj.data() : nullptr;
+  }
+  static bool amx_here() {
+#if STRETCH_ATTN_AMX
+    return attn::amx_tiles_usable();
+#else
+    return false;
+#endif
   }
   static size_t size(const Geo& g, int64_t per_tile) { return static_cast<size_t>(g.B * g.H * g.n_kt * per_tile); }
   // All kBk / 2 pairs of the tile written (keys ≥ nk zero), so a product over (nk + 1) / 2 pairs
@@ -262,6 +272,30 @@ struct Bf16PackStore {
 // the CPU and the build have avx512_bf16, and no score term that has no bf16 form yet: the
 // relative-key term (its band products with R read fp32 (q + w) and write dQ/dR in fp32) and the
 // soft span mask run the whole call in fp32 (docs/architecture.md, "bf16 attention").
+#if STRETCH_ATTN_BF16
+// A bf16 tile product (attention_tile_bf16.h's contract) on the AMX tiles where bp.amx (the
+// calling thread inside an AmxTiles), else with vdpbf16ps.
+template <Init I>
+inline void bf16_product(const Bf16Packs& bp, int m, int n, int k2, const uint16_t* a, int64_t lda, const uint16_t* b,
+                         int64_t ldb, float* c, int64_t ldc) {
+#if STRETCH_ATTN_AMX
+  if (bp.amx) return attn::tile_gemm_amx<I>(m, n, k2, a, lda, b, ldb, c, ldc);
+#endif
+  attn::tile_gemm_bf16<I>(m, n, k2, a, lda, b, ldb, c, ldc);
+}
+#endif
+// On the AMX tiles a product over a key tile takes whole tiles where the operands allow it: S's
+// and dP's key columns rounded up to a 2-tile block (32; the packed Kᵀ and Vᵀ are zero past nk,
+// and a row's scores past its end are masked anyway), P·V's and dS·K's key pairs to a tile's sum
+// (16 pairs; P, dS and the packed V and K are exact zeros past the row's end). Both ≤ kBk.
+inline int bf16_key_columns(const Bf16Packs& bp, int end) {
+  return bp.amx ? std::min(kBk, (end + 31) / 32 * 32) : end;
+}
+inline int bf16_key_pairs(const Bf16Packs& bp, int end) {
+  const int k2 = (end + 1) / 2;
+  return bp.amx ? std::min(kBk / 2, (k2 + 15) / 16 * 16) : k2;
+}
+
 inline bool use_bf16(const RelKeySetup& rs, const SpanMaskSetup& sm) {
   return matmul_precision() == GemmPrecision::Bf16 && bf16_products() == Bf16Products::Native &&
          attention_bf16_supported() && !rs.on && !sm.on;

@@ -14,4 +14,9 @@ namespace stretch::ops {
 // false, attention runs fp32 under bf16 matmul precision too (e.g. AVX2 hosts).
 bool attention_bf16_supported();
 
+// Whether that path's tile products run on the AMX tiles (tdpbf16ps; ops/attention_tile_amx.h):
+// attention_bf16_supported(), a CPU with amx_bf16 and amx_tile, and Linux's grant of the tiles.
+// Elsewhere they use vdpbf16ps, which on an Intel Xeon with AMX runs at half the fp32 FMA rate.
+bool attention_bf16_amx();
+
 }  // namespace stretch::ops

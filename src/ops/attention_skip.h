@@ -104,6 +104,15 @@ inline constexpr int kTrimRows = attn::kMr;
 struct BlockKeys {
   int end[(kBq + kTrimRows - 1) / kTrimRows];  // keys [0, end[i]) of the tile for rows [kTrimRows·i, kTrimRows·(i + 1))
 };
+// Keys [0, end) of rows [rb, rb + rows): the largest end among their blocks (a bf16 product on
+// the AMX tiles takes 16 rows, two blocks; past a row's own end its terms are exact zeros).
+inline int rows_key_end(const BlockKeys& e, int rb, int rows) {
+  int end = 0;
+  for (int i = rb / kTrimRows; i * kTrimRows < rb + rows; ++i) end = std::max(end, e.end[i]);
+  return end;
+}
+// Rows per bf16 product: an AMX tile's 16, else a block's.
+inline int bf16_product_rows(bool amx) { return amx ? 16 : kTrimRows; }
 inline bool trimming_applies(const RelKeySetup& rs, const SpanMaskSetup& sm) {
   return !rs.on && !sm.on && attention_tile_skipping() == TileSkipping::On;
 }

@@ -110,7 +110,8 @@ GemmPrecision matmul_precision();
 
 // How Bf16 products are computed (process-wide; set by `--bf16` at startup, cli/bf16_speed.h):
 //   Native   oneDNN's bf16 matmul (vdpbf16ps, AMX tiles, or oneDNN's own emulation) and the fused
-//            attention's bf16 tile products (the default);
+//            attention's bf16 tile products (the default; on AMX tiles where
+//            ops::attention_bf16_amx(), else vdpbf16ps);
 //   Fp32Fma  the operands rounded to bf16 exactly as under Native, widened back to fp32, and the
 //            fp32 product run on them: each product of two bf16 values is exact in fp32 and the
 //            sums are fp32, so this is the same rounding contract (only the order of the sums
@@ -118,8 +119,9 @@ GemmPrecision matmul_precision();
 //            whose bf16 products are slower than fp32 ones (an Intel Xeon without AMX: vdpbf16ps
 //            at 0.5x the fp32 FMA rate; AVX-512 without avx512_bf16: oneDNN emulates bf16);
 //   NativeFp32Attention  oneDNN's bf16 matmul, and the fused attention's fp32 path: for CPUs whose
-//            AMX tiles run oneDNN's products (~15x the fp32 FMA rate) but whose vdpbf16ps, which
-//            the attention's bf16 tiles use, is slower than fp32 FMAs (an Intel Xeon model 167: 0.5x).
+//            AMX tiles run oneDNN's products (~15x the fp32 FMA rate) but not the attention's bf16
+//            tiles (a build without that kernel), which then use vdpbf16ps, slower than fp32 FMAs
+//            (an Intel Xeon model 167: 0.5x).
 enum class Bf16Products : uint8_t { Native, Fp32Fma, NativeFp32Attention };
 void set_bf16_products(Bf16Products p);
 Bf16Products bf16_products();

@@ -36,8 +36,24 @@ TEST(Bf16Choice, DotAtOrAboveFp32AndAmxStayNativeSilently) {
   }
 }
 
-// An Intel Xeon model 167 (docs/BENCHMARKS.md): AMX runs oneDNN's products, vdpbf16ps at 0.50x fp32.
+// An Intel Xeon model 167 (docs/BENCHMARKS.md): AMX runs oneDNN's products, vdpbf16ps at 0.50x fp32;
+// the attention's bf16 tiles on AMX too, or (a build without that kernel) with vdpbf16ps.
 const Bf16Speed kAmx167{Bf16MatmulKind::Amx, 236.1, 118.1};
+const Bf16Speed kAmx167Tiles{Bf16MatmulKind::Amx, 236.1, 118.1, /*attention_on_amx=*/true};
+
+TEST(Bf16Choice, AmxWithTheAttentionOnTheTilesStaysNativeSilently) {
+  const Bf16Choice c = choose_bf16_products(kAmx167Tiles, nullptr, "--bf16");
+  EXPECT_EQ(c.products, Bf16Products::Native);
+  EXPECT_FALSE(c.info.has_value()) << *c.info;
+  EXPECT_FALSE(c.warning.has_value()) << *c.warning;
+  const Bf16Choice forced = choose_bf16_products(kAmx167Tiles, "native-fp32-attention", "--bf16");
+  EXPECT_EQ(forced.products, Bf16Products::NativeFp32Attention);
+  ASSERT_TRUE(forced.info.has_value());
+  EXPECT_NE(forced.info->find("the attention in fp32 (STRETCH_BF16_PRODUCTS=native-fp32-attention)"),
+            std::string::npos)
+      << *forced.info;
+  EXPECT_FALSE(forced.warning.has_value()) << *forced.warning;
+}
 
 TEST(Bf16Choice, AmxWithASlowerDotRunsTheAttentionInFp32AndSaysWhy) {
   const Bf16Choice c = choose_bf16_products(kAmx167, nullptr, "--bf16");
