@@ -60,6 +60,29 @@ size_t bwd_bf16_elems(const Geo& g, const Bf16Packs& bp) {
   return static_cast<size_t>(2 * g.T * bp.dp2 + 2 * g.D * tp2 + 3 * kBq * kBk);
 }
 #endif
+// dst rows [0, nk) (row stride ldd, D columns) = (overwrite ? 0 : dst) + accᵀ for the bf16 path's
+// transposed accumulator acc [D, kBk] (every kBk column written). By kLanes × kLanes blocks
+// transposed in registers where D is a multiple of kLanes (a strided element loop was ~5% of a bf16
+// training step once the tile products ran on AMX), else element by element; the same sums.
+void add_transposed(float* dst, int64_t ldd, const float* acc, int nk, int64_t D, bool overwrite) {
+  using attn::kLanes;
+  if (D % kLanes != 0) {
+    for (int jj = 0; jj < nk; ++jj)
+      for (int64_t x = 0; x < D; ++x) dst[jj * ldd + x] = (overwrite ? 0.f : dst[jj * ldd + x]) + acc[x * kBk + jj];
+    return;
+  }
+  for (int64_t x0 = 0; x0 < D; x0 += kLanes)
+    for (int j0 = 0; j0 < nk; j0 += kLanes) {
+      attn::VecF r[kLanes];
+      for (int y = 0; y < kLanes; ++y) r[y] = *reinterpret_cast<const attn::VecFU*>(acc + (x0 + y) * kBk + j0);
+      attn::transpose_regs(r);  // r[c]: key j0 + c, dimensions x0 .. x0 + kLanes − 1
+      for (int c = 0; c < kLanes && j0 + c < nk; ++c) {
+        attn::VecFU* d = reinterpret_cast<attn::VecFU*>(dst + (j0 + c) * ldd + x0);
+        *d = (overwrite ? attn::VecF{} : attn::VecF(*d)) + r[c];
+      }
+    }
+}
+
 void bwd_bf16_scratch(BwdScratch& w, uint16_t* base, const Geo& g, const Bf16Packs& bp) {
   const int64_t tp2 = (g.T + 1) / 2 * 2;
   w.qb = base;
@@ -370,14 +393,8 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
     for (int64_t qt = qt_lo; qt < qt_hi; ++qt) pair(kt, qt, w.dk, w.dv, D, nullptr);
     if (!do_kv) continue;
     if (Bf) {  // from the transposed accumulators
-      for (int jj = 0; jj < nk; ++jj) {
-        float* dk_row = dK + jj * ldk;
-        float* dv_row = dV + jj * ldk;
-        for (int64_t x = 0; x < D; ++x) {
-          dk_row[x] = (overwrite ? 0.f : dk_row[x]) + w.dk[x * kBk + jj];
-          dv_row[x] = (overwrite ? 0.f : dv_row[x]) + w.dv[x * kBk + jj];
-        }
-      }
+      add_transposed(dK, ldk, w.dk, nk, D, overwrite);
+      add_transposed(dV, ldk, w.dv, nk, D, overwrite);
       continue;
     }
     for (int jj = 0; jj < nk; ++jj) {
