@@ -101,7 +101,7 @@ void forward_query_tile(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs
     // the scores past a block's end stay unwritten and are masked below (never read as scores).
     const BlockKeys ends = block_key_ends(g, p0, j0, nk, mq, trim && masked);
     // bf16: rows by 16 on the AMX tiles (rows_key_end), by block with vdpbf16ps.
-    const int step = Bf ? bf16_product_rows(bp.amx) : kTrimRows;
+    const int step = Bf ? bf16_product_rows(bp) : kTrimRows;
     for (int i = 0; i < mq; i += step) {
       const int rows = std::min(step, mq - i), end = rows_key_end(ends, i, rows);
       if (end == 0) continue;

@@ -203,7 +203,7 @@ void backward_head(const Geo& g, const BiasSetup& bs, const RelKeySetup& rs, con
     // the scores are masked and dP is set to 0 below, so P and dS are exact zeros there.
     const BlockKeys ends = block_key_ends(g, p0, j0, nk, mq, w.trim && masked);
     // bf16: rows by 16 on the AMX tiles (rows_key_end), by block with vdpbf16ps.
-    const int step = Bf ? bf16_product_rows(bp.amx) : kTrimRows;
+    const int step = Bf ? bf16_product_rows(bp) : kTrimRows;
     for (int rb = 0; rb < mq; rb += step) {
       const int rows = std::min(step, mq - rb), end = rows_key_end(ends, rb, rows);
       if (end == 0) continue;

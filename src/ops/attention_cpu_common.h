@@ -230,7 +230,7 @@ struct Bf16PackStore {
   Bf16Packs p;
   PoolArray<uint16_t> kd, vd, kj, vj;
   Bf16PackStore(const Geo& g, const float* kd_src, const float* vd_src, const float* kj_src, const float* vj_src)
-      : p{(g.D + 1) / 2 * 2, (g.D + attn::kNr - 1) / attn::kNr * attn::kNr, amx_here()},
+      : p{(g.D + 1) / 2 * 2, (g.D + attn::kNr - 1) / attn::kNr * attn::kNr, attention_bf16_amx()},
         kd(kd_src ? size(g, p.d_tile()) : 0), vd(vd_src ? size(g, p.d_tile()) : 0),
         kj(kj_src ? size(g, p.j_tile()) : 0), vj(vj_src ? size(g, p.j_tile()) : 0) {
     const int64_t BH = g.B * g.H, ld = g.ks.row;
@@ -247,13 +247,6 @@ struct Bf16PackStore {
       }
     p.kd = kd_src ? kd.data() : nullptr, p.vd = vd_src ? vd.data() : nullptr;
     p.kj = kj_src ? kj.data() : nullptr, p.vj = vj_src ? vj.data() : nullptr;
-  }
-  static bool amx_here() {
-#if STRETCH_ATTN_AMX
-    return attn::amx_tiles_usable();
-#else
-    return false;
-#endif
   }
   static size_t size(const Geo& g, int64_t per_tile) { return static_cast<size_t>(g.B * g.H * g.n_kt * per_tile); }
   // All kBk / 2 pairs of the tile written (keys ≥ nk zero), so a product over (nk + 1) / 2 pairs
@@ -295,6 +288,9 @@ inline int bf16_key_pairs(const Bf16Packs& bp, int end) {
   const int k2 = (end + 1) / 2;
   return bp.amx ? std::min(kBk / 2, (k2 + 15) / 16 * 16) : k2;
 }
+// Rows per bf16 product: an AMX tile's 16 (two blocks of trimming: attention_skip.h, rows_key_end),
+// else a block's.
+inline int bf16_product_rows(const Bf16Packs& bp) { return bp.amx ? 16 : attn::kMr; }
 
 inline bool use_bf16(const RelKeySetup& rs, const SpanMaskSetup& sm) {
   return matmul_precision() == GemmPrecision::Bf16 && bf16_products() == Bf16Products::Native &&

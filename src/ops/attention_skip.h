@@ -111,8 +111,6 @@ inline int rows_key_end(const BlockKeys& e, int rb, int rows) {
   for (int i = rb / kTrimRows; i * kTrimRows < rb + rows; ++i) end = std::max(end, e.end[i]);
   return end;
 }
-// Rows per bf16 product: an AMX tile's 16, else a block's.
-inline int bf16_product_rows(bool amx) { return amx ? 16 : kTrimRows; }
 inline bool trimming_applies(const RelKeySetup& rs, const SpanMaskSetup& sm) {
   return !rs.on && !sm.on && attention_tile_skipping() == TileSkipping::On;
 }

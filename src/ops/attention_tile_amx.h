@@ -23,7 +23,7 @@
 
 #if STRETCH_ATTN_BF16 && defined(__x86_64__) && (!defined(__clang__) || __clang_major__ >= 16)
 #define STRETCH_ATTN_AMX 1
-#include "core/peak_amx.h"
+#include "core/peak_flops.h"
 
 #define STRETCH_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
 
@@ -33,12 +33,10 @@ inline constexpr int kAmxRows = 16;   // rows of an A or C tile
 inline constexpr int kAmxPairs = 16;  // bf16 pairs of one tile product's sum (A's row, B's rows)
 inline constexpr int kAmxCols = 16;   // fp32 columns of a B or C tile
 
-// Whether the tiles run here: built, the CPU's amx_bf16 and amx_tile, and Linux's grant.
+// Whether the tiles run here: core/peak_flops.h's rule (the CPU's amx_bf16 and amx_tile, a build
+// with the tile intrinsics, Linux's grant), the one that decides where the AMX peak is measured.
 inline bool amx_tiles_usable() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") && amx_tiles_permitted();
-  }();
+  static const bool ok = cpu_has_usable_amx(cpu_info());
   return ok;
 }
 
