@@ -2,26 +2,49 @@
 #include "nn/chunked_nll.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "core/error.h"
 #include "nn/output_head.h"
 #include "ops/cross_entropy.h"
+#include "ops/gemm.h"
 
 namespace stretch::nn {
 using namespace stretch::autograd;
 namespace {
 constexpr int32_t kNoIgnore = -1000000;  // an ignore index no target equals
+static_assert(kScoreBlockColumns % ops::kLseColumnAlign == 0, "score blocks start at the online softmax's chunks");
+
+// One chunk's NLL from logits projected a column block at a time (block_logits(h, first, count) →
+// [m, count]), each block scored while it is in cache: the rows' running log-sum-exp
+// (ops::lse_accumulate) and their target logits. Bitwise cross_entropy_forward's NLL on [m, V].
+void nll_by_column_blocks(const Tensor& h, const int32_t* tgt, float* nll, int64_t V, const BlockLogits& block_logits) {
+  const int64_t m = h.dim(0);
+  std::vector<ops::RunningLse> lse(static_cast<size_t>(m));
+  std::vector<double> target_logit(static_cast<size_t>(m), 0.0);
+  for (int64_t c0 = 0; c0 < V; c0 += kScoreBlockColumns) {
+    const int64_t w = std::min(kScoreBlockColumns, V - c0);
+    const Tensor lg = block_logits(h, c0, w);  // [m, w]
+    ops::lse_accumulate(lse.data(), lg.f32(), m, w, w, c0);
+    for (int64_t i = 0; i < m; ++i)
+      if (tgt[i] >= c0 && tgt[i] < c0 + w) target_logit[i] = static_cast<double>(lg.f32()[i * w + tgt[i] - c0]);
+  }
+  for (int64_t i = 0; i < m; ++i) nll[i] = static_cast<float>(lse[i].value() - target_logit[i]);
+}
+
 }  // namespace
 
 void chunked_target_nll(const Tensor& hidden, std::span<const int64_t> rows, std::span<const int32_t> targets,
-                        float* nll, int64_t chunk_rows, int64_t V, const std::function<Tensor(const Tensor&)>& logits) {
+                        float* nll, int64_t chunk_rows, int64_t V, const std::function<Tensor(const Tensor&)>& logits,
+                        const BlockLogits& block_logits) {
   STRETCH_CHECK(rows.size() == targets.size(), "target_nll: " << rows.size() << " rows, " << targets.size() << " targets");
   const int64_t n = static_cast<int64_t>(rows.size());
   const int64_t C = hidden.dim(hidden.rank() - 1);
   const int64_t chunk = chunk_rows > 0 ? chunk_rows
                                        : std::max<int64_t>(1, kScoreChunkBytes / (V * static_cast<int64_t>(sizeof(float))));
+  const bool by_blocks = block_logits && ops::matmul_precision() == ops::GemmPrecision::Bf16 && V > kScoreBlockColumns;
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t m = std::min(chunk, n - r0);
     Tensor h = Tensor::empty({m, C});  // [m, C]
@@ -30,9 +53,15 @@ void chunked_target_nll(const Tensor& hidden, std::span<const int64_t> rows, std
       std::copy_n(hidden.f32() + rows[r0 + i] * C, C, h.f32() + i * C);
       tgt.i32()[i] = targets[r0 + i];
     }
+    const ops::CrossEntropyDims d{.n = m, .v = V, .ignore_index = kNoIgnore};
+    if (by_blocks) {
+      ops::check_cross_entropy_targets(tgt.i32(), d);
+      nll_by_column_blocks(h, tgt.i32(), nll + r0, V, block_logits);
+      continue;
+    }
     Tensor lg = logits(h);  // [m, V]
     Tensor lse = Tensor::empty({m});
-    ops::cross_entropy_forward(nll + r0, lse.f32(), lg.f32(), tgt.i32(), {.n = m, .v = V, .ignore_index = kNoIgnore});
+    ops::cross_entropy_forward(nll + r0, lse.f32(), lg.f32(), tgt.i32(), d);
   }
 }
 

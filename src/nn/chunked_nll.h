@@ -18,9 +18,20 @@
 
 namespace stretch::nn {
 
+// Logits of columns [first, first + count) only: (h [m, C], first, count) → [m, count].
+using BlockLogits = std::function<Tensor(const Tensor&, int64_t first, int64_t count)>;
+
+// With block_logits and bf16 products (ops::matmul_precision()), vocabularies wider than
+// kScoreBlockColumns are projected and scored a column block at a time: each [m, kScoreBlockColumns]
+// block's GEMM rounds only its own rows of the weight, and the block is scored while it is in cache
+// (ops::lse_accumulate), where the whole chunk's GEMM rounded all of [V, C] through memory for every
+// chunk of rows. The same NLL bit for bit; a bf16 evaluation pass 4-10% faster on Zen 4, an fp32 one
+// no faster (0.97x), so fp32 keeps the whole chunk (docs/BENCHMARKS.md, session 38).
+inline constexpr int64_t kScoreBlockColumns = 4096;  // a multiple of ops::kLseColumnAlign
 void chunked_target_nll(const Tensor& hidden, std::span<const int64_t> rows, std::span<const int32_t> targets,
                         float* nll, int64_t chunk_rows, int64_t vocab_size,
-                        const std::function<Tensor(const Tensor&)>& logits);  // [m, C] → [m, V]
+                        const std::function<Tensor(const Tensor&)>& logits,  // [m, C] → [m, V]
+                        const BlockLogits& block_logits = {});
 
 void banded_target_nll(const Tensor& hidden, std::span<const int64_t> rows, std::span<const int32_t> targets,
                        float* nll, int64_t chunk_rows, const VocabBands& bands, int64_t vocab_size,

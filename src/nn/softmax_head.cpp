@@ -23,8 +23,11 @@ HeadLoss SoftmaxHead::loss(const Var& hidden, const Tensor& targets, int32_t pad
 
 void SoftmaxHead::target_nll(const Tensor& hidden, std::span<const int64_t> rows, std::span<const int32_t> targets,
                              float* nll, int64_t chunk_rows) const {
-  chunked_target_nll(hidden, rows, targets, nll, chunk_rows, vocab_size(),
-                     [this](const Tensor& h) { return logits(Var(h)).value(); });
+  chunked_target_nll(
+      hidden, rows, targets, nll, chunk_rows, vocab_size(), [this](const Tensor& h) { return logits(Var(h)).value(); },
+      [this](const Tensor& h, int64_t first, int64_t count) {
+        return autograd::linear_rows(Var(h), weight_, first, count, bias_).value();
+      });
 }
 
 Tensor SoftmaxHead::log_scores(const Tensor& hidden) const { return logits(Var(hidden)).value(); }

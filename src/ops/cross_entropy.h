@@ -5,7 +5,9 @@
 // naming its offset). When every row is ignored, count = 0 and the loss is 0 under both
 // reductions (torch's mean would give NaN) and backward adds nothing.
 #pragma once
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "ops/grad_init.h"
 
@@ -44,6 +46,24 @@ CrossEntropyResult cross_entropy_forward_inplace(float* x, float* inv_sum, float
                                                  const int32_t* targets, const CrossEntropyDims& d);
 void cross_entropy_backward_inplace(float* x, const float* inv_sum, const int32_t* targets, float dloss,
                                     int64_t count, const CrossEntropyDims& d);
+
+// Evaluation's log-sum-exp over logits that arrive a column block at a time (nn/chunked_nll.cpp
+// projects the vocabulary in blocks that stay in cache instead of writing [m, V] to memory): each
+// row's running max and Σ exp(x − max), carried from block to block (cross_entropy_forward's online
+// softmax, whose chunks are kLseColumnAlign wide). A block must start at a multiple of
+// kLseColumnAlign, and every block but a row's last be a multiple of it wide: the rows' value() is
+// then bitwise cross_entropy_forward's lse.
+inline constexpr int64_t kLseColumnAlign = 512;
+struct RunningLse {
+  float max = -std::numeric_limits<float>::infinity();
+  double sum = 0.0;
+  double value() const { return static_cast<double>(max) + std::log(sum); }
+};
+// rows [n] += block [n, width] (row stride ld), the columns [first, first + width) of each row.
+void lse_accumulate(RunningLse* rows, const float* block, int64_t n, int64_t width, int64_t ld, int64_t first);
+
+// Every target in [0, V) or the ignore index, else stretch::Error naming the offset (forward's check).
+void check_cross_entropy_targets(const int32_t* targets, const CrossEntropyDims& d);
 
 namespace ref {
 CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,

@@ -21,7 +21,7 @@
 namespace stretch::ops {
 namespace {
 
-constexpr int64_t kChunk = 512;
+constexpr int64_t kChunk = kLseColumnAlign;  // the online softmax's chunk (lse_accumulate's alignment)
 
 // The exp loops of this file. AVX-512: the inline exp, 16 lanes a step, the tail masked, lane
 // sums added as a fixed tree; AVX2 + FMA: the same with simd::exp_any8, 8 lanes a step, the tail
@@ -101,7 +101,9 @@ void scaled_exp(float* g, const float* x, int64_t n, float l, float scale) {
 #endif
 }
 
-void check_targets(const int32_t* targets, const CrossEntropyDims& d) {
+}  // namespace
+
+void check_cross_entropy_targets(const int32_t* targets, const CrossEntropyDims& d) {
   STRETCH_CHECK(d.n >= 0 && d.v > 0, "cross_entropy dims n=" << d.n << " v=" << d.v);
   for (int64_t n = 0; n < d.n; ++n) {
     const int32_t t = targets[n];
@@ -116,10 +118,11 @@ void check_targets(const int32_t* targets, const CrossEntropyDims& d) {
   }
 }
 
-// Log-sum-exp of one row in one pass over memory.
-double row_lse(const float* __restrict x, int64_t V) {
-  float m = -std::numeric_limits<float>::infinity();
-  double s = 0.0;
+namespace {
+
+// The online log-sum-exp over x [0, V) in chunks of kChunk from x[0], continuing (m, s): the
+// chunk's max, a rescale of the running sum when the max grows, then Σ exp of the chunk.
+void lse_chunks(float& m, double& s, const float* __restrict x, int64_t V) {
   for (int64_t v0 = 0; v0 < V; v0 += kChunk) {
     const int64_t v1 = v0 + kChunk < V ? v0 + kChunk : V;
     const float cm = simd::max_skip_nan(x + v0, v1 - v0);
@@ -130,7 +133,13 @@ double row_lse(const float* __restrict x, int64_t V) {
     }
     s += exp_sum<false>(x + v0, nullptr, v1 - v0, m);
   }
-  return static_cast<double>(m) + std::log(s);
+}
+
+// Log-sum-exp of one row in one pass over memory.
+double row_lse(const float* __restrict x, int64_t V) {
+  RunningLse r;
+  lse_chunks(r.max, r.sum, x, V);
+  return r.value();
 }
 
 // The summed NLL and the scored-row count -> the result under d.reduction.
@@ -149,9 +158,17 @@ float grad_scale(float dloss, int64_t count, const CrossEntropyDims& d) {
 
 }  // namespace
 
+void lse_accumulate(RunningLse* rows, const float* block, int64_t n, int64_t width, int64_t ld, int64_t first) {
+  STRETCH_CHECK(n >= 0 && width >= 0 && ld >= width && first % kLseColumnAlign == 0,
+                "lse_accumulate: " << n << " rows of " << width << " columns (ld " << ld << ") from column " << first
+                                   << ", which must be a multiple of " << kLseColumnAlign);
+#pragma omp parallel for schedule(static) if (n * width > cpu::kParallelThreshold / 4)
+  for (int64_t i = 0; i < n; ++i) lse_chunks(rows[i].max, rows[i].sum, block + i * ld, width);
+}
+
 CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
                                          const CrossEntropyDims& d) {
-  check_targets(targets, d);
+  check_cross_entropy_targets(targets, d);
   double total = 0.0;
   int64_t count = 0;
 #pragma omp parallel for schedule(static) reduction(+ : total, count) if (d.n * d.v > cpu::kParallelThreshold / 4)
@@ -172,7 +189,7 @@ CrossEntropyResult cross_entropy_forward(float* losses, float* lse, const float*
 
 CrossEntropyResult cross_entropy_forward_inplace(float* x_all, float* inv_sum, float* losses, float* lse,
                                                  const int32_t* targets, const CrossEntropyDims& d, InplaceForm form) {
-  check_targets(targets, d);
+  check_cross_entropy_targets(targets, d);
   STRETCH_CHECK(form == InplaceForm::Exp || d.reduction == Reduction::Sum,
                 "cross_entropy_forward_inplace: the Softmax form needs Reduction::Sum");
   const bool softmax = form == InplaceForm::Softmax;
@@ -252,7 +269,7 @@ void cross_entropy_backward_inplace(float* x_all, const float* inv_sum, const in
 
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                             float dloss, int64_t count, const CrossEntropyDims& d, GradInit init) {
-  check_targets(targets, d);
+  check_cross_entropy_targets(targets, d);
   const float scale = grad_scale(dloss, count, d);
   const int64_t V = d.v;
 #pragma omp parallel for schedule(static) if (d.n * V > cpu::kParallelThreshold / 4)
