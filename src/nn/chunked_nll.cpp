@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "nn/output_head.h"
 #include "ops/cross_entropy.h"
-#include "ops/gemm.h"
 
 namespace stretch::nn {
 using namespace stretch::autograd;
@@ -42,9 +41,12 @@ void chunked_target_nll(const Tensor& hidden, std::span<const int64_t> rows, std
   STRETCH_CHECK(rows.size() == targets.size(), "target_nll: " << rows.size() << " rows, " << targets.size() << " targets");
   const int64_t n = static_cast<int64_t>(rows.size());
   const int64_t C = hidden.dim(hidden.rank() - 1);
-  const int64_t chunk = chunk_rows > 0 ? chunk_rows
-                                       : std::max<int64_t>(1, kScoreChunkBytes / (V * static_cast<int64_t>(sizeof(float))));
-  const bool by_blocks = block_logits && ops::matmul_precision() == ops::GemmPrecision::Bf16 && V > kScoreBlockColumns;
+  // Rows per chunk: as many as kScoreChunkBytes of the logits in flight allow ([m, V], or one
+  // [m, kScoreBlockColumns] block at a time), unless chunk_rows is given.
+  const bool by_blocks = block_logits && V > kScoreBlockColumns;
+  const int64_t width = by_blocks ? kScoreBlockColumns : V;
+  const int64_t chunk =
+      chunk_rows > 0 ? chunk_rows : std::max<int64_t>(1, kScoreChunkBytes / (width * static_cast<int64_t>(sizeof(float))));
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t m = std::min(chunk, n - r0);
     Tensor h = Tensor::empty({m, C});  // [m, C]

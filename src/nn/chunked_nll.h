@@ -21,12 +21,13 @@ namespace stretch::nn {
 // Logits of columns [first, first + count) only: (h [m, C], first, count) → [m, count].
 using BlockLogits = std::function<Tensor(const Tensor&, int64_t first, int64_t count)>;
 
-// With block_logits and bf16 products (ops::matmul_precision()), vocabularies wider than
-// kScoreBlockColumns are projected and scored a column block at a time: each [m, kScoreBlockColumns]
-// block's GEMM rounds only its own rows of the weight, and the block is scored while it is in cache
-// (ops::lse_accumulate), where the whole chunk's GEMM rounded all of [V, C] through memory for every
-// chunk of rows. The same NLL bit for bit; a bf16 evaluation pass 4-10% faster on Zen 4, an fp32 one
-// no faster (0.97x), so fp32 keeps the whole chunk (docs/BENCHMARKS.md, session 38).
+// With block_logits, vocabularies wider than kScoreBlockColumns are projected and scored a column
+// block at a time: each [m, kScoreBlockColumns] block is scored while it is in cache
+// (ops::lse_accumulate), and since only one block of logits is in flight, a chunk takes
+// kScoreChunkBytes / (4 · kScoreBlockColumns) = 2,048 rows instead of kScoreChunkBytes / (4 · V)
+// (31 at V 267,744): the weight is read (and under bf16 rounded) once per 2,048 rows, not once per
+// 31. The same NLL bit for bit; eval-lm 1.07x at V 33,280 and 2.1x (fp32) / 2.6x (bf16) at
+// V 267,744 on Zen 4 (docs/BENCHMARKS.md, session 38).
 inline constexpr int64_t kScoreBlockColumns = 4096;  // a multiple of ops::kLseColumnAlign
 void chunked_target_nll(const Tensor& hidden, std::span<const int64_t> rows, std::span<const int32_t> targets,
                         float* nll, int64_t chunk_rows, int64_t vocab_size,

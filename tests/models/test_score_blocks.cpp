@@ -1,8 +1,8 @@
-// Under bf16 products the full-softmax head's target_nll projects a vocabulary wider than
-// nn::kScoreBlockColumns a column block at a time (nn/chunked_nll.h): its NLL must be bitwise what
-// the whole [m, V] logits chunk gives (chunked_target_nll without block logits), with and without the
-// head's bias, for chunks of any size, and within float rounding of a float64 reference on the
-// bf16-rounded operands.
+// The full-softmax head's target_nll projects a vocabulary wider than nn::kScoreBlockColumns a
+// column block at a time (nn/chunked_nll.h): its NLL must be bitwise what the whole [m, V] logits
+// chunk gives (chunked_target_nll without block logits), with and without the head's bias, for
+// chunks of any size, in fp32 and in bf16 products, and within float rounding of a float64
+// reference (on the bf16-rounded operands under bf16).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,11 +78,14 @@ void expect_bitwise(const Scored& s, const char* what) {
         << what << ", row " << i << ": " << s.blocks[i] << " vs " << s.whole[i];
 }
 
-// nll = logsumexp(z) − z[target] in float64, z = bf16(hidden) · bf16(weight)ᵀ (+ bias).
-std::vector<double> reference(const Tensor& hidden, const Tensor& weight, const Tensor* bias) {
-  std::vector<float> h(hidden.numel()), w(weight.numel());
-  ops::round_to_bf16_values(h.data(), hidden.f32(), kRows, kC);
-  ops::round_to_bf16_values(w.data(), weight.f32(), kV, kC);
+// nll = logsumexp(z) − z[target] in float64, z = hidden · weightᵀ (+ bias), the operands rounded
+// to bf16 first under bf16 products.
+std::vector<double> reference(const Tensor& hidden, const Tensor& weight, const Tensor* bias, bool bf16) {
+  std::vector<float> h(hidden.f32(), hidden.f32() + hidden.numel()), w(weight.f32(), weight.f32() + weight.numel());
+  if (bf16) {
+    ops::round_to_bf16_values(h.data(), hidden.f32(), kRows, kC);
+    ops::round_to_bf16_values(w.data(), weight.f32(), kV, kC);
+  }
   const std::vector<int64_t> rows = scored_rows();
   std::vector<int32_t> targets = ids(kRows, static_cast<int32_t>(kV), 5);
   targets[0] = kV - 1, targets[1] = 0;
@@ -101,14 +104,34 @@ std::vector<double> reference(const Tensor& hidden, const Tensor& weight, const 
   return out;
 }
 
-TEST(ScoreBlocks, Bf16ColumnBlocksGiveTheWholeChunksNllBitwise) {
+// Both ways in `precision`, with and without bias, in one chunk and in chunks of 8 rows.
+void check_blocks(ops::GemmPrecision precision) {
   const Tensor hidden = filled({kRows, kC}, 1, 1.f);
   const Tensor weight = filled({kV, kC}, 2, 0.5f), bias = filled({kV}, 3, 1.f);
+  const bool bf16 = precision == ops::GemmPrecision::Bf16;
+  for (const bool with_bias : {false, true}) {
+    const SoftmaxHead head(autograd::Var(weight), with_bias ? autograd::Var(bias) : autograd::Var());
+    const std::vector<double> ref = reference(hidden, weight, with_bias ? &bias : nullptr, bf16);
+    for (const int64_t chunk_rows : {int64_t{0}, int64_t{8}}) {
+      ops::set_matmul_precision(precision);
+      const Scored s = score(head, hidden, chunk_rows);
+      ops::set_matmul_precision(ops::GemmPrecision::Fp32);
+      expect_bitwise(s, with_bias ? "with bias" : "without bias");
+      for (size_t i = 0; i < ref.size(); ++i)
+        EXPECT_NEAR(s.blocks[i], ref[i], 1e-4 * std::max(1.0, std::fabs(ref[i])))
+            << "row " << i << ", bias " << with_bias << ", bf16 " << bf16;
+    }
+  }
+}
+
+TEST(ScoreBlocks, ColumnBlocksGiveTheWholeChunksNllBitwise) { check_blocks(ops::GemmPrecision::Fp32); }
+
+TEST(ScoreBlocks, Bf16ColumnBlocksGiveTheWholeChunksNllBitwise) {
   if (!ops::bf16_matmul_supported()) {
     testing::expect_bf16_refused([&] {
       ops::set_matmul_precision(ops::GemmPrecision::Bf16);
       try {
-        score(SoftmaxHead{autograd::Var(weight)}, hidden, 0);
+        score(SoftmaxHead{autograd::Var(filled({kV, kC}, 2, 0.5f))}, filled({kRows, kC}, 1, 1.f), 0);
       } catch (...) {
         ops::set_matmul_precision(ops::GemmPrecision::Fp32);
         throw;
@@ -117,18 +140,7 @@ TEST(ScoreBlocks, Bf16ColumnBlocksGiveTheWholeChunksNllBitwise) {
     if (HasFailure()) return;
     GTEST_SKIP() << testing::bf16_skip_message();
   }
-  for (const bool with_bias : {false, true}) {
-    const SoftmaxHead head(autograd::Var(weight), with_bias ? autograd::Var(bias) : autograd::Var());
-    const std::vector<double> ref = reference(hidden, weight, with_bias ? &bias : nullptr);
-    for (const int64_t chunk_rows : {int64_t{0}, int64_t{8}}) {
-      ops::set_matmul_precision(ops::GemmPrecision::Bf16);
-      const Scored s = score(head, hidden, chunk_rows);
-      ops::set_matmul_precision(ops::GemmPrecision::Fp32);
-      expect_bitwise(s, with_bias ? "with bias" : "without bias");
-      for (size_t i = 0; i < ref.size(); ++i)
-        EXPECT_NEAR(s.blocks[i], ref[i], 1e-4 * std::max(1.0, std::fabs(ref[i]))) << "row " << i << ", bias " << with_bias;
-    }
-  }
+  check_blocks(ops::GemmPrecision::Bf16);
 }
 
 }  // namespace
